@@ -1,0 +1,237 @@
+#include "devices/i8254_pit.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace minivmm::devices {
+namespace {
+
+using timers::Nanos;
+
+constexpr std::uint16_t kControlOffset = 3;
+constexpr std::uint8_t kFloatingBus = 0xff;
+
+// Retry pacing for owed ticks (kDelay): a quarter period gives the guest time to run its
+// handler, bounded so a slow tick still retries promptly and a fast one not absurdly often.
+constexpr Nanos kMinRetryDelay{25'000};
+constexpr Nanos kMaxRetryDelay{1'000'000};
+
+// Enough to see a confused guest without letting it flood the log.
+constexpr std::uint64_t kMaxBadAccessLogs = 16;
+
+}  // namespace
+
+I8254Pit::I8254Pit(timers::TimerList& vm_timers, IrqLine& irq0, LostTickPolicy policy)
+    : clock_(vm_timers.clock()),
+      irq0_(irq0),
+      policy_(policy),
+      // Counters 0 and 1 have GATE tied high on a PC; counter 2's comes from port 0x61, low at
+      // reset.
+      channels_{I8254Channel(true), I8254Channel(true), I8254Channel(false)},
+      irq_timer_(vm_timers, "i8254-irq0",
+                 [this](const timers::Timer::Expiry& e) { on_irq_timer(e); }),
+      retry_timer_(vm_timers, "i8254-irq0-retry",
+                   [this](const timers::Timer::Expiry& e) { on_retry_timer(e); }) {}
+
+void I8254Pit::read(std::uint16_t offset, std::span<std::uint8_t> data) noexcept {
+  std::lock_guard lock(mu_);
+  const Nanos now = clock_.now();
+  for (std::size_t i = 0; i < data.size(); ++i) {
+    data[i] = read_byte_locked(static_cast<std::uint16_t>(offset + i), now);
+  }
+}
+
+void I8254Pit::write(std::uint16_t offset, std::span<const std::uint8_t> data) noexcept {
+  std::lock_guard lock(mu_);
+  const Nanos now = clock_.now();
+  for (std::size_t i = 0; i < data.size(); ++i) {
+    write_byte_locked(static_cast<std::uint16_t>(offset + i), data[i], now);
+  }
+}
+
+void I8254Pit::set_gate(int channel, bool level) noexcept {
+  if (channel < 0 || channel >= kChannelCount) return;
+  std::lock_guard lock(mu_);
+  const Nanos now = clock_.now();
+  if (channels_[static_cast<std::size_t>(channel)].set_gate(level, now) && channel == 0) {
+    reschedule_locked(now);
+  }
+}
+
+bool I8254Pit::gate(int channel) const noexcept {
+  if (channel < 0 || channel >= kChannelCount) return false;
+  std::lock_guard lock(mu_);
+  return channels_[static_cast<std::size_t>(channel)].gate();
+}
+
+bool I8254Pit::out(int channel) noexcept {
+  if (channel < 0 || channel >= kChannelCount) return false;
+  std::lock_guard lock(mu_);
+  return channels_[static_cast<std::size_t>(channel)].out(clock_.now());
+}
+
+I8254Pit::Stats I8254Pit::stats() const {
+  std::lock_guard lock(mu_);
+  Stats s = stats_;
+  s.ticks_owed = owed_ticks_;
+  return s;
+}
+
+std::uint8_t I8254Pit::read_byte_locked(std::uint16_t offset, Nanos now) noexcept {
+  if (offset < kControlOffset) return channels_[offset].read(now);
+  // The control word register is write-only; past it is port 0x44, not ours.
+  if (++stats_.bad_accesses <= kMaxBadAccessLogs) {
+    spdlog::debug("guest: i8254 read of offset {}", offset);
+  }
+  return kFloatingBus;
+}
+
+void I8254Pit::write_byte_locked(std::uint16_t offset, std::uint8_t value, Nanos now) noexcept {
+  if (offset == kControlOffset) {
+    write_control_locked(value, now);
+    return;
+  }
+  if (offset > kControlOffset) {
+    if (++stats_.bad_accesses <= kMaxBadAccessLogs) {
+      spdlog::debug("guest: i8254 write 0x{:02x} to offset {}", value, offset);
+    }
+    return;
+  }
+  const auto result = channels_[offset].write(value, now);
+  if (result == I8254Channel::WriteResult::kPartial) return;
+  if (result == I8254Channel::WriteResult::kCount) ++stats_.reprogrammings;
+  if (offset == 0) reschedule_locked(now);
+}
+
+void I8254Pit::write_control_locked(std::uint8_t value, Nanos now) noexcept {
+  const auto select = static_cast<std::uint8_t>(value >> kPitControlSelectShift);
+  if (select == kPitSelectReadBack) {
+    for (std::size_t c = 0; c < channels_.size(); ++c) {
+      if ((value & (kPitReadBackCounter0 << c)) == 0) continue;
+      if ((value & kPitReadBackNoCount) == 0) channels_[c].latch_count(now);
+      if ((value & kPitReadBackNoStatus) == 0) channels_[c].latch_status(now);
+    }
+    return;
+  }
+  const auto access = static_cast<std::uint8_t>((value >> kPitControlAccessShift) & 0x3u);
+  if (access == kPitAccessLatch) {
+    channels_[select].latch_count(now);
+    return;
+  }
+  channels_[select].write_control(value, now);
+  ++stats_.reprogrammings;
+  if (select == 0) reschedule_locked(now);
+}
+
+void I8254Pit::reschedule_locked(Nanos now) noexcept {
+  // Ticks the old program still owed are of no use to the new one (a guest switching from
+  // periodic to one-shot would take them for its one-shot).
+  stats_.ticks_lost += owed_ticks_;
+  owed_ticks_ = 0;
+  retry_timer_.cancel();
+
+  const auto edges = channels_[0].next_rising_edges(now);
+  if (!edges) {
+    irq_timer_.cancel();
+    expected_deadline_.reset();
+    timer_period_ = Nanos{0};
+    return;
+  }
+  expected_deadline_ = edges->first;
+  ++stats_.timer_arms;
+  if (edges->period == Nanos{0}) {
+    timer_period_ = Nanos{0};
+    irq_timer_.arm_at(edges->first);
+    return;
+  }
+  timer_period_ = edges->period;
+  if (timer_period_ < kMinIrqPeriod) {
+    timer_period_ = kMinIrqPeriod;
+    ++stats_.period_clamps;
+  }
+  retry_delay_ = base_retry_delay();
+  irq_timer_.arm_periodic(edges->first, timer_period_);
+}
+
+void I8254Pit::on_irq_timer(const timers::Timer::Expiry& expiry) noexcept {
+  std::lock_guard lock(mu_);
+  if (!expected_deadline_ || expiry.deadline != *expected_deadline_) return;  // superseded
+  // A count rewritten in mode 2/3 takes over exactly at this edge.
+  channels_[0].settle(expiry.deadline);
+
+  if (timer_period_ == Nanos{0}) {  // modes 0 and 4: the one edge
+    expected_deadline_.reset();
+    irq0_.pulse();
+    ++stats_.ticks_injected;
+    return;
+  }
+
+  // The list has already moved the periodic timer one period on; follow it.
+  expected_deadline_ = expiry.deadline + timer_period_;
+  const Nanos lateness = expiry.now - expiry.deadline;
+  if (lateness < timer_period_) {
+    deliver_periodic_tick_locked(false, expiry.now);
+    return;
+  }
+  ++stats_.ticks_late;
+  if (policy_ == LostTickPolicy::kDelay) {
+    // The grid advanced by one period only, so the missed ticks come due again on the next
+    // loop passes, one per pass, each giving the guest a chance to run its handler.
+    deliver_periodic_tick_locked(true, expiry.now);
+    return;
+  }
+  // kDiscard: drop every whole period missed after this one, deliver this one, and move the
+  // grid to its first point after now.
+  const auto skipped = lateness / timer_period_;
+  stats_.ticks_lost += static_cast<std::uint64_t>(skipped);
+  const Nanos next = expiry.deadline + (skipped + 1) * timer_period_;
+  expected_deadline_ = next;
+  ++stats_.timer_arms;
+  irq_timer_.arm_periodic(next, timer_period_);
+  irq0_.pulse();
+  ++stats_.ticks_injected;
+}
+
+void I8254Pit::on_retry_timer(const timers::Timer::Expiry& expiry) noexcept {
+  std::lock_guard lock(mu_);
+  if (owed_ticks_ == 0) return;
+  deliver_owed_locked(expiry.now);
+}
+
+void I8254Pit::deliver_periodic_tick_locked(bool late, Nanos now) noexcept {
+  ++owed_ticks_;
+  if (!late && owed_ticks_ == 1) {
+    // The steady state: on time, nothing owed. An unchecked pulse is the cheapest injection;
+    // if the guest left the previous tick pending that long, it asked for what it gets.
+    owed_ticks_ = 0;
+    irq0_.pulse();
+    ++stats_.ticks_injected;
+    return;
+  }
+  deliver_owed_locked(now);
+}
+
+void I8254Pit::deliver_owed_locked(Nanos now) noexcept {
+  // One edge per call: two edges in a row with no guest code between them would merge.
+  if (irq0_.pulse_checked()) {
+    --owed_ticks_;
+    ++stats_.ticks_injected;
+    retry_delay_ = base_retry_delay();
+  } else {
+    ++stats_.ticks_coalesced;
+    const Nanos base = base_retry_delay();
+    retry_delay_ = std::clamp(retry_delay_ * 2, base, std::max(timer_period_, base));
+  }
+  if (owed_ticks_ > kMaxOwedTicks) {
+    stats_.ticks_lost += owed_ticks_ - kMaxOwedTicks;
+    owed_ticks_ = kMaxOwedTicks;
+  }
+  if (owed_ticks_ > 0 && !retry_timer_.pending()) retry_timer_.arm_at(now + retry_delay_);
+}
+
+Nanos I8254Pit::base_retry_delay() const noexcept {
+  return std::clamp(timer_period_ / 4, kMinRetryDelay, kMaxRetryDelay);
+}
+
+}  // namespace minivmm::devices

@@ -1,0 +1,30 @@
+// One interrupt request line into the interrupt controller. Devices own the logic that drives
+// it; the VMM provides the wire (KVM irqfd / KVM_IRQ_LINE), tests a recording fake.
+//
+// Threads: any thread (vCPU threads on register writes, the loop thread on timer expiry).
+#pragma once
+
+namespace minivmm::devices {
+
+class IrqLine {
+ public:
+  virtual ~IrqLine() = default;
+
+  virtual void set_level(bool asserted) noexcept = 0;
+
+  // An edge for an edge-triggered ISA input: raise, then lower.
+  virtual void pulse() noexcept {
+    set_level(true);
+    set_level(false);
+  }
+
+  // A pulse whose delivery is checked: false if the controller already had this interrupt
+  // pending, so the edge merged with it and the guest will see one interrupt for two
+  // (coalesced). Costs more than pulse() on KVM; used on the lost-tick catch-up path.
+  virtual bool pulse_checked() noexcept {
+    pulse();
+    return true;
+  }
+};
+
+}  // namespace minivmm::devices

@@ -1,0 +1,61 @@
+/*
+ * Constants shared by boot.S and kernel.c. Plain #defines only: this header is
+ * included by the assembler too.
+ */
+#ifndef MINIVMM_GUEST_LAYOUT_H
+#define MINIVMM_GUEST_LAYOUT_H
+
+/* Linked at 1 MiB and not relocatable (boot.rst: code32_start / pref_address). */
+#define KERNEL_BASE         0x100000
+/* boot.rst "64-bit boot protocol": the 64-bit entry is the load address + 0x200. */
+#define ENTRY64_OFFSET      0x200
+
+/* Our GDT. 0x10/0x18 match the selectors boot.rst names __BOOT_CS/__BOOT_DS. */
+#define SEL_CODE32          0x08
+#define SEL_CODE64          0x10
+#define SEL_DATA            0x18
+
+/* boot_params ("zero page") offsets, boot.rst "The real-mode kernel header". */
+#define BP_CMD_LINE_PTR     0x228
+
+/* Interrupt vectors. The PICs are remapped above the 32 CPU exception vectors. */
+#define VEC_PIC_MASTER      0x20   /* IRQ0..7  -> 0x20..0x27 */
+#define VEC_PIC_SLAVE       0x28   /* IRQ8..15 -> 0x28..0x2f */
+#define VEC_PIT             (VEC_PIC_MASTER + 0)
+#define VEC_PIC_SPURIOUS_M  (VEC_PIC_MASTER + 7)
+#define VEC_RTC             (VEC_PIC_SLAVE + 0)
+#define VEC_PIC_SPURIOUS_S  (VEC_PIC_SLAVE + 7)
+#define VEC_LAPIC_TIMER     0x40
+#define VEC_LAPIC_SPURIOUS  0xff
+
+/* Legacy I/O ports. */
+#define PIC1_CMD            0x20
+#define PIC1_DATA           0x21
+#define PIC2_CMD            0xa0
+#define PIC2_DATA           0xa1
+#define PIC_EOI             0x20   /* OCW2: non-specific EOI */
+#define PIT_CH0             0x40
+#define PIT_CMD             0x43
+#define RTC_INDEX           0x70
+#define RTC_DATA            0x71
+#define RTC_REG_A           0x0a
+#define RTC_REG_B           0x0b
+#define RTC_REG_C           0x0c
+#define COM1                0x3f8
+#define DEBUG_EXIT_PORT     0xf4
+
+/* Local APIC (Intel SDM vol. 3A, 11.4.1: default base after reset). */
+#define LAPIC_BASE          0xfee00000
+#define LAPIC_TPR           0x080
+#define LAPIC_EOI           0x0b0
+#define LAPIC_SVR           0x0f0
+#define LAPIC_LVT_TIMER     0x320
+#define LAPIC_TIMER_ICR     0x380
+#define LAPIC_TIMER_DCR     0x3e0
+
+/* Debug-exit values (the VMM / QEMU exit status is (value << 1) | 1). */
+#define EXIT_OK             0x00
+#define EXIT_BAD_CMDLINE    0x01
+#define EXIT_EXCEPTION      0x7f
+
+#endif

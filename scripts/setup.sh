@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian 12 machine lacks to build and test minivmm.
+# Does nothing (no apt-get at all) when everything is already present.
+set -euo pipefail
+
+# Debian package -> a file that proves it is installed.
+declare -A need=(
+  [libspdlog-dev]=/usr/include/spdlog/spdlog.h
+  [libcli11-dev]=/usr/include/CLI/CLI.hpp
+  [libgtest-dev]=/usr/include/gtest/gtest.h
+  [libbenchmark-dev]=/usr/include/benchmark/benchmark.h
+  [linux-libc-dev]=/usr/include/linux/kvm.h
+  [nlohmann-json3-dev]=/usr/include/nlohmann/json.hpp
+  [cmake]=/usr/bin/cmake
+  [ninja-build]=/usr/bin/ninja
+  [g++]=/usr/bin/g++
+  [binutils]=/usr/bin/objcopy
+  [strace]=/usr/bin/strace
+  [gnuplot-nox]=/usr/bin/gnuplot
+  [clang]=/usr/bin/clang
+  [libclang-rt-14-dev]=/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a
+)
+
+missing=()
+for pkg in "${!need[@]}"; do
+  [[ -e "${need[$pkg]}" ]] || missing+=("$pkg")
+done
+
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}" >&2
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,130 @@
+#include "timers/dynticks.h"
+
+#include <algorithm>
+
+namespace minivmm::timers {
+
+Dynticks::Dynticks(AlarmTimer& alarm, const Clock& monotonic, std::vector<TimerList*> lists,
+                   DynticksOptions options)
+    : alarm_(alarm),
+      monotonic_(monotonic),
+      lists_(std::move(lists)),
+      options_(options),
+      loop_thread_(std::this_thread::get_id()) {
+  for (TimerList* list : lists_) list->set_head_changed_hook([this] { on_head_changed(); });
+}
+
+void Dynticks::on_head_changed() {
+  if (std::this_thread::get_id() == loop_thread_) {
+    stale_.store(true, std::memory_order_relaxed);
+  } else if (wake_) {
+    wake_();
+  }
+}
+
+std::optional<Nanos> Dynticks::poll_timeout() const noexcept {
+  if (!armed_) return std::nullopt;
+  return std::max(target_ - now_, Nanos{0});
+}
+
+bool Dynticks::run_timers(bool alarm_fired) {
+  ++stats_.passes;
+  now_ = monotonic_.now();
+  ++stats_.clock_reads;
+  if (alarm_fired) {
+    ++stats_.alarm_wakeups;
+    if (armed_ && now_ > target_) {
+      const auto late = static_cast<std::uint64_t>((now_ - target_).count());
+      stats_.late_ns_total += late;
+      stats_.late_ns_max = std::max(stats_.late_ns_max, late);
+    }
+  }
+  std::size_t ran = 0;
+  for (TimerList* list : lists_) {
+    // A paused clock's timers do not run (its from_monotonic is frozen, and to_monotonic says
+    // it has no host deadline).
+    if (!list->clock().to_monotonic(Nanos{0})) continue;
+    ran += list->run_expired(list->clock().from_monotonic(now_));
+  }
+  stats_.timers_run += ran;
+  if (alarm_fired && ran == 0) ++stats_.false_wakeups;
+  return update_alarm();
+}
+
+bool Dynticks::rearm() {
+  now_ = monotonic_.now();
+  ++stats_.clock_reads;
+  return update_alarm();
+}
+
+bool Dynticks::update_alarm() {
+  stale_.store(false, std::memory_order_relaxed);
+
+  // The merged deadline, in host time, and the period of the timer that owns it.
+  std::optional<Nanos> earliest;
+  Nanos period{0};
+  for (TimerList* list : lists_) {
+    const auto local = list->next_deadline();
+    if (!local) continue;
+    const auto host = list->clock().to_monotonic(*local);
+    if (!host) continue;  // paused clock
+    if (!earliest || *host < *earliest) {
+      earliest = host;
+      period = list->head_period();
+    }
+  }
+
+  const bool has_fd = alarm_.fd() >= 0;
+  if (alarm_.fixed_rate()) {
+    // The baseline does not follow deadlines; keep the bookkeeping for poll_timeout() only.
+    armed_ = earliest.has_value();
+    if (earliest) target_ = *earliest;
+    return true;
+  }
+
+  if (!earliest) {
+    if (!armed_) return true;
+    armed_ = false;
+    interval_ = Nanos{0};
+    ++stats_.disarms;
+    if (has_fd && !alarm_.disarm()) {
+      ++stats_.alarm_failures;
+      return false;
+    }
+    return true;
+  }
+
+  Nanos target = *earliest;
+  Nanos interval = period;
+  if (target < now_ + options_.min_delta) {
+    target = now_ + options_.min_delta;
+    interval = Nanos{0};  // off the grid: a one-shot until the timer is back on time
+    ++stats_.clamped;
+  }
+
+  if (armed_) {
+    const bool same = target == target_ && interval == interval_;
+    // Periodic fast path: the host timer already repeats every `interval` from target_, and
+    // `target` is the next point of that grid after now, so the kernel fires there by itself.
+    const bool on_grid = interval > Nanos{0} && interval == interval_ && target >= target_ &&
+                         (target - target_) % interval == Nanos{0} && target - interval <= now_;
+    if (same || on_grid) {
+      target_ = target;
+      ++stats_.arms_skipped;
+      return true;
+    }
+  }
+
+  armed_ = true;
+  target_ = target;
+  interval_ = interval;
+  if (!has_fd) return true;  // poll-timeout alarm: the timeout is the arm, no syscall
+  ++stats_.arms;
+  if (!alarm_.arm(target, interval)) {
+    ++stats_.alarm_failures;
+    return false;
+  }
+  return true;
+}
+
+}  // namespace minivmm::timers

@@ -1,0 +1,97 @@
+// Dynticks: runs the expired timers of every clock, then touches the host alarm once — and not
+// at all when the earliest deadline did not move. This is the 2008 QEMU "reduce redundant timer
+// rearming" fix (rearm after *both* clock queues ran) plus the 2004 Linux "cache the nearest
+// expiry" idea: the armed deadline is cached here, so nothing ever asks the kernel
+// (old QEMU's timer_gettime) what is armed.
+//
+// Threads: run_timers()/rearm()/deadline()/poll_timeout()/stats() on the loop thread only.
+// The head-changed hook it installs on each TimerList may run on any thread: from a vCPU thread
+// it wakes the loop (the arm moved that list's earliest deadline earlier); from the loop thread
+// it only marks the cached deadline stale, to be recomputed before the loop waits again.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "timers/alarm_timer.h"
+#include "timers/clock.h"
+#include "timers/timer_list.h"
+
+namespace minivmm::timers {
+
+struct DynticksOptions {
+  // Deadlines closer than this are pushed out to it (old QEMU's MIN_TIMER_REARM_NS was 250 us):
+  // arming for "now" would spin, and a zero timerfd value disarms.
+  Nanos min_delta{20'000};
+};
+
+struct DynticksStats {
+  std::uint64_t passes = 0;         // run_timers() calls
+  std::uint64_t clock_reads = 0;    // host clock reads made by Dynticks itself
+  std::uint64_t timers_run = 0;
+  std::uint64_t arms = 0;           // host alarm (re)arms issued (a syscall each, if it has an fd)
+  std::uint64_t arms_skipped = 0;   // deadline unchanged, or already on the armed periodic grid
+  std::uint64_t disarms = 0;
+  std::uint64_t clamped = 0;        // deadlines pushed out to min_delta
+  std::uint64_t alarm_wakeups = 0;  // passes triggered by the alarm firing
+  std::uint64_t false_wakeups = 0;  // ...of which ran no timer at all
+  std::uint64_t late_ns_total = 0;  // how late the alarm passes ran after the armed deadline
+  std::uint64_t late_ns_max = 0;
+  std::uint64_t alarm_failures = 0;
+};
+
+class Dynticks {
+ public:
+  // Construct on the loop thread. `monotonic` is the clock every list's clock is derived from.
+  Dynticks(AlarmTimer& alarm, const Clock& monotonic, std::vector<TimerList*> lists,
+           DynticksOptions options = {});
+  Dynticks(const Dynticks&) = delete;
+  Dynticks& operator=(const Dynticks&) = delete;
+
+  // How a vCPU-thread arm that moved a list head reaches the loop (EventLoop::wake).
+  void set_wake(std::function<void()> wake) { wake_ = std::move(wake); }
+
+  // One pass: read the clock once, run every expired timer of every clock, compute the merged
+  // deadline once, touch the alarm at most once. `alarm_fired` says the alarm woke the loop (for
+  // false-wakeup and lateness accounting). Returns false if the host alarm failed (errno set).
+  bool run_timers(bool alarm_fired);
+
+  // Recompute and re-arm without running timers: after pause/resume or a loop-thread arm.
+  bool rearm();
+
+  // A loop-thread arm moved a list head since the last computation.
+  bool stale() const noexcept { return stale_.load(std::memory_order_relaxed); }
+
+  // The armed host deadline (CLOCK_MONOTONIC), no syscall and no clock read; nullopt: none.
+  std::optional<Nanos> deadline() const noexcept { return armed_ ? std::optional(target_) : std::nullopt; }
+  // deadline() relative to the last clock reading: the poll timeout for the poll-timeout alarm.
+  std::optional<Nanos> poll_timeout() const noexcept;
+
+  AlarmTimer& alarm() noexcept { return alarm_; }
+  const DynticksStats& stats() const noexcept { return stats_; }
+  Nanos last_now() const noexcept { return now_; }
+
+ private:
+  void on_head_changed();
+  bool update_alarm();
+
+  AlarmTimer& alarm_;
+  const Clock& monotonic_;
+  const std::vector<TimerList*> lists_;
+  const DynticksOptions options_;
+  const std::thread::id loop_thread_;
+  std::function<void()> wake_;
+
+  std::atomic<bool> stale_{false};
+  Nanos now_{0};           // the last host clock reading
+  bool armed_ = false;     // the alarm is armed for target_ (ppoll: the timeout is valid)
+  Nanos target_{0};        // next host instant the alarm fires
+  Nanos interval_{0};      // the armed host timer's period (0: one-shot)
+  DynticksStats stats_;
+};
+
+}  // namespace minivmm::timers

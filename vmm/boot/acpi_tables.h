@@ -1,0 +1,40 @@
+// The ACPI tables a Linux guest needs to find its CPUs and IOAPIC: RSDP (v2) -> XSDT ->
+// {FADT -> DSDT, FACS; MADT}. Written into the BIOS area at 0xe0000, where Linux's RSDP scan
+// looks when no boot protocol field hands it the address.
+#pragma once
+
+#include <cstdint>
+
+#include "vmm/guest_memory.h"
+
+namespace minivmm::vmm {
+
+inline constexpr std::uint64_t kIoApicAddr = 0xfec00000;
+inline constexpr std::uint64_t kLocalApicAddr = 0xfee00000;
+inline constexpr std::uint32_t kMaxAcpiCpus = 254;  // xAPIC ids are 8-bit, 0xff is broadcast,
+                                                    // and the IOAPIC takes id num_cpus
+
+struct AcpiConfig {
+  std::uint32_t num_cpus = 1;
+  std::uint8_t sci_irq = 9;  // the PC convention (PIIX4 routes the SCI to IRQ 9)
+  // PM1a event (4 bytes) and control (2 bytes) I/O blocks, 0 when the VMM emulates none. The
+  // guest then has no ACPI power-off/sleep; Linux logs a firmware warning and boots on.
+  std::uint16_t pm1a_evt_port = 0;
+  std::uint16_t pm1a_cnt_port = 0;
+};
+
+// Guest-physical addresses of what write_acpi_tables wrote.
+struct AcpiTables {
+  std::uint64_t rsdp_addr = 0;  // pass to boot_params.acpi_rsdp_addr / hvm_start_info.rsdp_paddr
+  std::uint64_t xsdt_addr = 0;
+  std::uint64_t fadt_addr = 0;
+  std::uint64_t facs_addr = 0;
+  std::uint64_t dsdt_addr = 0;
+  std::uint64_t madt_addr = 0;
+  std::uint64_t end_addr = 0;  // one past the last table byte
+};
+
+// Throws BootError when num_cpus is 0 or above kMaxAcpiCpus, or sci_irq is not an ISA IRQ.
+AcpiTables write_acpi_tables(const GuestMemory& mem, const AcpiConfig& config);
+
+}  // namespace minivmm::vmm

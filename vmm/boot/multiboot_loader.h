@@ -1,0 +1,27 @@
+// Loads a multiboot v1 ELF32 kernel, the format kvm-unit-tests' x86 tests use: PT_LOAD segments
+// at their physical addresses, a multiboot info block in low memory, the initrd as the one
+// module after the image, and a 32-bit protected-mode, paging-off start with EAX = 0x2badb002
+// and EBX = the info block (Multiboot Specification 0.6.96, 3.2 "Machine state").
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <string_view>
+
+#include "vmm/boot/loaded_kernel.h"
+#include "vmm/guest_memory.h"
+
+namespace minivmm::vmm {
+
+struct MultibootOptions {
+  std::string_view cmdline;
+  std::span<const std::byte> initrd;  // empty: no module
+};
+
+// Throws BootError when there is no valid multiboot header in the first 8 KiB, the header asks
+// for something this loader cannot provide (video mode, a.out kludge), the image is not an
+// ELF32 i386 executable, or anything does not fit guest RAM.
+LoadedKernel load_multiboot_kernel(const GuestMemory& mem, std::span<const std::byte> image,
+                                   const MultibootOptions& opts);
+
+}  // namespace minivmm::vmm

@@ -1,0 +1,40 @@
+// Everything `minivmm run` was asked to do, parsed and validated by main.cc.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "devices/lost_tick_policy.h"
+#include "loop/poller.h"
+#include "timers/alarm_timer.h"
+#include "vmm/cpuid_policy.h"
+
+namespace minivmm::vmm {
+
+enum class PitMode { kUser, kKvm };
+
+struct Config {
+  std::string kernel_path;
+  std::string initrd_path;
+  std::string cmdline;
+  std::uint64_t memory_bytes = 64ull << 20;
+  PitMode pit = PitMode::kUser;
+  std::optional<double> duration_s;  // stop after this long (rt_clock)
+  std::string stats_path;            // "" none, "-" stdout
+  bool quiet_summary = false;
+  timers::AlarmKind alarm = timers::AlarmKind::kTimerfd;
+  loop::PollerKind poller = loop::PollerKind::kEpoll;
+  std::int64_t min_delta_ns = 20'000;
+  std::optional<std::int64_t> timer_slack_ns;
+  std::int64_t periodic_alarm_hz = 1000;
+  devices::LostTickPolicy lost_ticks = devices::LostTickPolicy::kDelay;
+  CpuModel cpu = CpuModel::kBaseline;
+  std::vector<std::string> cpuid_mask;
+  std::string api_socket;
+  bool console_input = true;  // forward stdin to COM1
+  bool interactive = false;   // raw terminal; Ctrl-A x quits
+};
+
+}  // namespace minivmm::vmm

@@ -1,0 +1,23 @@
+// Process exit codes (documented in docs/exit-codes.md and the README). Odd values 1..255 other
+// than the ones below come from the guest through isa-debug-exit: (value << 1) | 1, as QEMU.
+// minivmm's own outcomes are even so they cannot be confused with a guest's debug-exit status,
+// except the signal ones, which follow the shell's 128 + signal convention.
+#pragma once
+
+namespace minivmm::vmm {
+
+enum class ExitCode : int {
+  kOk = 0,               // --duration expired, i8042 reset, quit from the console or API
+  kUsage = 2,            // bad command line
+  kBadKernel = 4,        // kernel image missing, unreadable or not a valid image
+  kKvmUnavailable = 6,   // /dev/kvm cannot be opened, wrong API version, missing capability
+  kTripleFault = 8,      // KVM_EXIT_SHUTDOWN: the guest triple-faulted
+  kGuestUnsupported = 10,  // KVM internal error / emulation failure / failed entry
+  kHostFailure = 12,     // a host syscall failed while running
+  kSigint = 130,
+  kSigterm = 143,
+};
+
+inline int to_int(ExitCode c) noexcept { return static_cast<int>(c); }
+
+}  // namespace minivmm::vmm

@@ -1,0 +1,89 @@
+#include "vmm/kernel_loader.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "vmm/boot/boot_error.h"
+#include "vmm/boot/acpi_tables.h"
+#include "vmm/boot/bzimage_loader.h"
+#include "vmm/boot/multiboot_loader.h"
+#include "vmm/boot/pvh_loader.h"
+#include "vmm/vmm_error.h"
+
+namespace minivmm::vmm {
+namespace {
+
+// Larger than any kernel or initrd this VMM can place in 3 GiB of RAM.
+constexpr std::uintmax_t kMaxFileBytes = 3ull << 30;
+
+}  // namespace
+
+std::vector<std::byte> read_file(const std::string& path, int what_for_code) {
+  const auto code = static_cast<ExitCode>(what_for_code);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    throw VmmError(code, "cannot open '" + path + "': " + std::strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode)) throw VmmError(code, "'" + path + "' is not a regular file");
+  if (static_cast<std::uintmax_t>(st.st_size) > kMaxFileBytes) {
+    throw VmmError(code, "'" + path + "' is larger than 3 GiB");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw VmmError(code, "cannot read '" + path + "': " + std::strerror(errno));
+  std::vector<std::byte> data(static_cast<std::size_t>(st.st_size));
+  in.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(data.size()));
+  if (static_cast<std::size_t>(in.gcount()) != data.size()) {
+    throw VmmError(code, "short read from '" + path + "'");
+  }
+  return data;
+}
+
+LoadedKernel load_kernel(const GuestMemory& mem, std::span<const std::byte> image,
+                         const std::string& cmdline, std::span<const std::byte> initrd) {
+  try {
+    // Multiboot v1: the magic, 4-byte aligned, in the first 8 KiB (multiboot spec 3.1.1). The
+    // checksum and the rest are the loader's to validate.
+    bool multiboot = false;
+    for (std::size_t off = 0; off + 12 <= image.size() && off < 8192; off += 4) {
+      std::uint32_t magic;
+      std::memcpy(&magic, image.data() + off, 4);
+      if (magic == 0x1BADB002u) {
+        multiboot = true;
+        break;
+      }
+    }
+    if (multiboot) {
+      MultibootOptions opts;
+      opts.cmdline = cmdline;
+      opts.initrd = initrd;
+      return load_multiboot_kernel(mem, image, opts);
+    }
+    // ACPI tables in the BIOS area, where Linux finds them (Debian kernels have no MP-table
+    // parser, so ACPI is how they learn about the local APIC and the IOAPIC).
+    const AcpiTables acpi = write_acpi_tables(mem, AcpiConfig{});
+    const bool elf = image.size() >= 4 && image[0] == std::byte{0x7f} &&
+                     image[1] == std::byte{'E'} && image[2] == std::byte{'L'} &&
+                     image[3] == std::byte{'F'};
+    if (elf) {
+      PvhOptions opts;
+      opts.cmdline = cmdline;
+      opts.initrd = initrd;
+      opts.acpi_rsdp_addr = acpi.rsdp_addr;
+      return load_pvh_kernel(mem, image, opts);
+    }
+    BzImageOptions opts;
+    opts.cmdline = cmdline;
+    opts.initrd = initrd;
+    opts.acpi_rsdp_addr = acpi.rsdp_addr;
+    return load_bzimage(mem, image, opts);
+  } catch (const BootError& e) {
+    throw VmmError(ExitCode::kBadKernel, std::string("bad kernel image: ") + e.what());
+  } catch (const std::out_of_range& e) {
+    throw VmmError(ExitCode::kBadKernel, std::string("bad kernel image: ") + e.what());
+  }
+}
+
+}  // namespace minivmm::vmm

@@ -1,0 +1,40 @@
+#include "vmm/kvm_irq_line.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "timers/syscall_counters.h"
+#include "vmm/vmm_error.h"
+
+namespace minivmm::vmm {
+
+KvmIrqLine::KvmIrqLine(const Vm& vm, std::uint32_t gsi) : vm_(vm), gsi_(gsi) {
+  irqfd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!irqfd_.valid()) {
+    throw VmmError(ExitCode::kHostFailure, std::string("eventfd: ") + std::strerror(errno));
+  }
+  vm_.add_irqfd(irqfd_.get(), gsi_);
+}
+
+KvmIrqLine::~KvmIrqLine() { vm_.remove_irqfd(irqfd_.get(), gsi_); }
+
+void KvmIrqLine::set_level(bool asserted) noexcept { vm_.irq_line(gsi_, asserted); }
+
+void KvmIrqLine::pulse() noexcept {
+  const std::uint64_t one = 1;
+  timers::loop_syscalls().add(timers::Syscall::kWrite);
+  [[maybe_unused]] const ssize_t n = ::write(irqfd_.get(), &one, sizeof one);
+}
+
+bool KvmIrqLine::pulse_checked() noexcept {
+  const int status = vm_.irq_line(gsi_, true);
+  vm_.irq_line(gsi_, false);
+  // 0 means the PIC already had the request pending: the guest sees one interrupt for two.
+  return status != 0;
+}
+
+}  // namespace minivmm::vmm

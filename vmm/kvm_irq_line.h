@@ -1,0 +1,32 @@
+// An ISA interrupt line wired into KVM's in-kernel irqchip. Pulses go through an irqfd: one
+// eventfd write, and KVM raises and lowers the line itself, so a PIT tick costs the loop
+// thread one syscall and never kicks a vCPU out to user space. Level changes and checked pulses
+// use KVM_IRQ_LINE_STATUS, which also tells whether the edge was coalesced.
+#pragma once
+
+#include <cstdint>
+
+#include "devices/irq_line.h"
+#include "vmm/unique_fd.h"
+#include "vmm/vm.h"
+
+namespace minivmm::vmm {
+
+class KvmIrqLine final : public devices::IrqLine {
+ public:
+  KvmIrqLine(const Vm& vm, std::uint32_t gsi);
+  ~KvmIrqLine() override;
+  KvmIrqLine(const KvmIrqLine&) = delete;
+  KvmIrqLine& operator=(const KvmIrqLine&) = delete;
+
+  void set_level(bool asserted) noexcept override;
+  void pulse() noexcept override;
+  bool pulse_checked() noexcept override;
+
+ private:
+  const Vm& vm_;
+  const std::uint32_t gsi_;
+  UniqueFd irqfd_;
+};
+
+}  // namespace minivmm::vmm

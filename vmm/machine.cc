@@ -1,0 +1,308 @@
+#include "vmm/machine.h"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+
+#include "timers/clock_read_counter.h"
+#include "timers/syscall_counters.h"
+#include "vmm/kernel_loader.h"
+#include "vmm/vmm_error.h"
+
+namespace minivmm::vmm {
+namespace {
+
+constexpr std::uint32_t kIrqPit = 0;
+constexpr std::uint32_t kIrqCom1 = 4;
+constexpr std::uint32_t kIrqRtc = 8;
+
+double seconds(timers::Nanos n) { return static_cast<double>(n.count()) / 1e9; }
+
+double seconds(const timeval& tv) {
+  return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6;
+}
+
+std::unique_ptr<timers::AlarmTimer> make_alarm(const Config& c) {
+  if (c.periodic_alarm_hz <= 0 || c.periodic_alarm_hz > 100'000) {
+    throw VmmError(ExitCode::kUsage, "--periodic-hz must be between 1 and 100000");
+  }
+  timers::AlarmOptions opts;
+  opts.periodic_interval = timers::Nanos{1'000'000'000 / c.periodic_alarm_hz};
+  try {
+    return timers::make_alarm_timer(c.alarm, opts);
+  } catch (const std::system_error& e) {
+    throw VmmError(ExitCode::kHostFailure, std::string("host alarm: ") + e.what());
+  }
+}
+
+std::unique_ptr<loop::Poller> make_loop_poller(const Config& c) {
+  try {
+    auto p = loop::make_poller(c.poller);
+    if (!p) throw VmmError(ExitCode::kUsage, "--poll auto is not available yet");
+    return p;
+  } catch (const std::system_error& e) {
+    throw VmmError(ExitCode::kHostFailure, std::string("poller: ") + e.what());
+  }
+}
+
+}  // namespace
+
+Machine::Machine(Config config)
+    : config_(std::move(config)),
+      kernel_image_(read_file(config_.kernel_path, to_int(ExitCode::kBadKernel))),
+      initrd_image_(config_.initrd_path.empty()
+                        ? std::vector<std::byte>{}
+                        : read_file(config_.initrd_path, to_int(ExitCode::kBadKernel))),
+      alarm_(make_alarm(config_)),
+      dynticks_(std::make_unique<timers::Dynticks>(
+          *alarm_, mono_, std::vector<timers::TimerList*>{&vm_timers_, &rt_timers_},
+          timers::DynticksOptions{timers::Nanos{config_.min_delta_ns}})),
+      loop_(std::make_unique<loop::EventLoop>(make_loop_poller(config_), *dynticks_)),
+      kvm_(),
+      vm_(kvm_, config_.memory_bytes),
+      irq0_(vm_, kIrqPit),
+      irq4_(vm_, kIrqCom1),
+      irq8_(vm_, kIrqRtc),
+      uart_(irq4_, console_sink_, &rt_timers_),
+      debug_exit_([this](int status) { request_stop_status(status, "guest debug-exit"); }),
+      i8042_([this] { request_stop(ExitCode::kOk, "guest reset through the i8042"); }),
+      rtc_(vm_timers_, wall_clock_, irq8_, config_.memory_bytes),
+      duration_timer_(rt_timers_, "duration",
+                      [this](const timers::Timer::Expiry&) {
+                        request_stop(ExitCode::kOk, "--duration expired");
+                      }) {
+  setup_signals();
+
+  // Port map of a PC (the addresses every OS probes).
+  bus_.attach(0x3f8, 8, uart_);
+  bus_.attach(0xf4, 4, debug_exit_);
+  bus_.attach(0x80, 1, post_port_);
+  bus_.attach(0x60, 1, i8042_.data_port());
+  bus_.attach(0x64, 1, i8042_.command_port());
+  bus_.attach(0x70, 2, rtc_);
+  if (config_.pit == PitMode::kKvm) {
+    vm_.create_kernel_pit();
+  } else {
+    pit_ = std::make_unique<devices::I8254Pit>(vm_timers_, irq0_, config_.lost_ticks);
+    speaker_ = std::make_unique<devices::I8254SpeakerPort>(*pit_);
+    bus_.attach(0x40, 4, *pit_);
+    bus_.attach(0x61, 1, *speaker_);
+  }
+
+  if (config_.console_input) {
+    devices::ConsoleInputOptions opts;
+    opts.interactive = config_.interactive;
+    console_input_ = std::make_unique<devices::ConsoleInput>(
+        *loop_, uart_, [this] { request_stop(ExitCode::kOk, "quit from the console (Ctrl-A x)"); },
+        opts);
+  }
+
+  const LoadedKernel k =
+      load_kernel(vm_.memory(), kernel_image_, config_.cmdline, initrd_image_);
+  spdlog::debug("kernel loaded at {:#x}-{:#x}, entry {:#x}, boot info {:#x}", k.load_addr,
+                k.load_end, k.entry_addr, k.boot_info_addr);
+
+  std::vector<kvm_cpuid_entry2> cpuid;
+  try {
+    cpuid = apply_cpuid_policy(kvm_.supported_cpuid(), config_.cpu, config_.cpuid_mask);
+  } catch (const std::invalid_argument& e) {
+    throw VmmError(ExitCode::kUsage, e.what());
+  }
+  vcpu_ = std::make_unique<Vcpu>(vm_, 0, bus_, [this](ExitCode code, const std::string& why) {
+    request_stop(code, why);
+  });
+  vcpu_->configure(k.boot_state, cpuid);
+}
+
+Machine::~Machine() {
+  if (vcpu_) {
+    vcpu_->request_stop();
+    vcpu_->join();
+  }
+}
+
+void Machine::setup_signals() {
+  // SIGINT/SIGTERM become fd events on the loop thread; blocked here, before any other thread
+  // exists, so every thread inherits the mask and none runs an async handler.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal_fd_.reset(::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC));
+  if (!signal_fd_.valid()) {
+    throw VmmError(ExitCode::kHostFailure, std::string("signalfd: ") + std::strerror(errno));
+  }
+  loop_->watch(signal_fd_.get(), loop::kReadable, loop::FdHandlers{[this] { on_signal(); }, {}, {}});
+}
+
+void Machine::on_signal() {
+  signalfd_siginfo info{};
+  while (::read(signal_fd_.get(), &info, sizeof info) == sizeof info) {
+    if (info.ssi_signo == SIGINT) request_stop(ExitCode::kSigint, "interrupted (SIGINT)");
+    if (info.ssi_signo == SIGTERM) request_stop(ExitCode::kSigterm, "terminated (SIGTERM)");
+  }
+}
+
+void Machine::request_stop(ExitCode code, const std::string& why) {
+  request_stop_status(to_int(code), why);
+}
+
+void Machine::request_stop_status(int status, const std::string& why) {
+  {
+    std::lock_guard lock(stop_mu_);
+    if (stop_requested_.exchange(true)) return;
+    exit_status_ = status;
+    exit_reason_ = why;
+  }
+  if (vcpu_) vcpu_->request_stop();
+  loop_->stop();
+}
+
+void Machine::pause() {
+  if (vm_clock_.paused()) return;
+  vcpu_->pause();
+  vm_clock_.pause();
+  dynticks_->rearm();
+}
+
+void Machine::resume() {
+  if (!vm_clock_.paused()) return;
+  vm_clock_.resume();
+  dynticks_->rearm();
+  vcpu_->resume();
+}
+
+int Machine::run() {
+  if (config_.timer_slack_ns) {
+    // Applies to this (the loop) thread's sleeps: ppoll/epoll timeouts and timerfd expiries.
+    if (::prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(*config_.timer_slack_ns), 0, 0,
+                0) != 0) {
+      throw VmmError(ExitCode::kHostFailure,
+                     std::string("PR_SET_TIMERSLACK: ") + std::strerror(errno));
+    }
+  }
+  start_mono_ = mono_.now();
+  start_vm_ = vm_clock_.now();
+  if (config_.duration_s) {
+    duration_timer_.arm_at(start_mono_ +
+                           timers::Nanos{static_cast<std::int64_t>(*config_.duration_s * 1e9)});
+  }
+  vcpu_->start();
+  const bool ok = loop_->run();
+  if (!ok) {
+    spdlog::error("main loop failed: {}", std::strerror(errno));
+    request_stop(ExitCode::kHostFailure, "main loop failed");
+  }
+  vcpu_->request_stop();
+  vcpu_->join();
+  uart_.flush();
+  console_input_.reset();  // restores the terminal before the summary is printed
+  report_ = collect_report();
+  std::lock_guard lock(stop_mu_);
+  return exit_status_;
+}
+
+RunReport Machine::collect_report() const {
+  RunReport r;
+  r.kernel = config_.kernel_path;
+  r.cmdline = config_.cmdline;
+  r.pit_mode = config_.pit == PitMode::kUser ? "user" : "kvm";
+  r.alarm = std::string(timers::alarm_kind_name(config_.alarm));
+  r.poller = std::string(loop::poller_kind_name(config_.poller));
+  {
+    std::lock_guard lock(const_cast<std::mutex&>(stop_mu_));
+    r.exit_reason = exit_reason_;
+    r.exit_code = exit_status_;
+  }
+  const timers::Nanos now = mono_.now();
+  r.wall_seconds = seconds(now - start_mono_);
+  r.vm_seconds = seconds(vm_clock_.from_monotonic(now) - start_vm_);
+  r.paused_seconds = r.wall_seconds - r.vm_seconds;
+
+  if (pit_) {
+    const auto s = pit_->stats();
+    r.ticks_injected = s.ticks_injected;
+    r.ticks_lost = s.ticks_lost;
+    r.ticks_late = s.ticks_late;
+    r.ticks_coalesced = s.ticks_coalesced;
+    if (r.vm_seconds > 0) r.guest_hz_measured = static_cast<double>(s.ticks_injected) / r.vm_seconds;
+  }
+
+  const auto& ls = loop_->stats();
+  r.loop_iterations = ls.iterations;
+  r.loop_timeouts = ls.timeouts;
+  r.fd_dispatches = ls.fd_dispatches;
+  r.wake_events = ls.wake_events;
+  const auto& ds = dynticks_->stats();
+  r.timer_passes = ds.passes;
+  r.timers_run = ds.timers_run;
+  r.alarm_arms = ds.arms;
+  r.alarm_arms_skipped = ds.arms_skipped;
+  r.alarm_disarms = ds.disarms;
+  r.alarm_wakeups = ds.alarm_wakeups;
+  r.false_wakeups = ds.false_wakeups;
+  r.clamped_deadlines = ds.clamped;
+  r.clock_reads = timers::clock_read_counter().load();
+  if (ds.alarm_wakeups) {
+    r.alarm_late_us_avg =
+        static_cast<double>(ds.late_ns_total) / 1e3 / static_cast<double>(ds.alarm_wakeups);
+  }
+  r.alarm_late_us_max = static_cast<double>(ds.late_ns_max) / 1e3;
+  r.timer_slack_ns = config_.timer_slack_ns;
+
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  r.cpu_user_seconds = seconds(ru.ru_utime);
+  r.cpu_sys_seconds = seconds(ru.ru_stime);
+  r.voluntary_ctx_switches = static_cast<std::uint64_t>(ru.ru_nvcsw);
+  r.involuntary_ctx_switches = static_cast<std::uint64_t>(ru.ru_nivcsw);
+
+  for (std::size_t i = 0; i < static_cast<std::size_t>(timers::Syscall::kCount); ++i) {
+    const auto s = static_cast<timers::Syscall>(i);
+    r.loop_syscalls[std::string(timers::syscall_name(s))] = timers::loop_syscalls().get(s);
+  }
+  {
+    const auto u = uart_.stats();
+    r.devices["uart"] = {{"bytes_out", u.bytes_out}, {"sink_writes", u.sink_writes},
+                         {"bytes_in", u.bytes_in}, {"rx_overruns", u.rx_overruns},
+                         {"bad_accesses", u.bad_accesses}};
+    if (pit_) {
+      const auto p = pit_->stats();
+      r.devices["pit"] = {{"ticks_injected", p.ticks_injected}, {"ticks_late", p.ticks_late},
+                          {"ticks_lost", p.ticks_lost}, {"ticks_coalesced", p.ticks_coalesced},
+                          {"ticks_owed", p.ticks_owed}, {"reprogrammings", p.reprogrammings},
+                          {"period_clamps", p.period_clamps}, {"timer_arms", p.timer_arms},
+                          {"bad_accesses", p.bad_accesses}};
+    }
+    const auto rt = rtc_.stats();
+    r.devices["rtc"] = {{"periodic_irqs", rt.periodic_irqs}, {"alarm_irqs", rt.alarm_irqs},
+                        {"update_irqs", rt.update_irqs}, {"reg_c_reads", rt.reg_c_reads},
+                        {"timer_arms", rt.timer_arms}, {"bad_accesses", rt.bad_accesses}};
+    const auto k = i8042_.stats();
+    r.devices["i8042"] = {{"reads", k.reads}, {"writes", k.writes},
+                          {"reset_requests", k.reset_requests},
+                          {"bad_accesses", k.bad_accesses}};
+    r.devices["debug_exit"] = {{"exit_requests", debug_exit_.exit_requests()}};
+    r.devices["post_port"] = {{"writes", post_port_.writes()}};
+    nlohmann::json unmapped = nlohmann::json::object();
+    for (const auto& u2 : bus_.unmapped()) {
+      unmapped[fmt::format("{:#06x}", u2.port)] = {{"reads", u2.reads}, {"writes", u2.writes}};
+    }
+    r.devices["unmapped_ports"] = unmapped;
+  }
+  const VcpuStats vs = vcpu_->stats();
+  for (std::size_t i = 0; i < vs.exits.size(); ++i) {
+    r.kvm_exits[std::string(vcpu_exit_name(static_cast<VcpuExit>(i)))] = vs.exits[i];
+  }
+  return r;
+}
+
+}  // namespace minivmm::vmm

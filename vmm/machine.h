@@ -1,0 +1,114 @@
+// Owns one running VM and everything around it. Members are declared in dependency order, so
+// destruction stops the vCPU before devices, devices before the VM, timers before their lists.
+//
+// Threads: constructed and run() on the main thread, which becomes the loop thread. The vCPU
+// thread reaches the Machine only through request_stop() (debug-exit, reset, triple fault).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "devices/console_input.h"
+#include "devices/debug_exit.h"
+#include "devices/i8042.h"
+#include "devices/i8254_pit.h"
+#include "devices/i8254_speaker_port.h"
+#include "devices/io_bus.h"
+#include "devices/mc146818_rtc.h"
+#include "devices/post_port.h"
+#include "devices/stdout_sink.h"
+#include "devices/uart_16550.h"
+#include "loop/event_loop.h"
+#include "timers/dynticks.h"
+#include "timers/monotonic_clock.h"
+#include "timers/timer.h"
+#include "timers/timer_list.h"
+#include "timers/vm_clock.h"
+#include "timers/wall_clock.h"
+#include "vmm/config.h"
+#include "vmm/exit_code.h"
+#include "vmm/kvm.h"
+#include "vmm/kvm_irq_line.h"
+#include "vmm/run_report.h"
+#include "vmm/unique_fd.h"
+#include "vmm/vcpu.h"
+#include "vmm/vm.h"
+
+namespace minivmm::vmm {
+
+class Machine {
+ public:
+  // Validates the kernel, opens KVM, builds the VM and its devices and loads the kernel.
+  // Throws VmmError (with the exit code to use) on any setup failure.
+  explicit Machine(Config config);
+  ~Machine();
+  Machine(const Machine&) = delete;
+  Machine& operator=(const Machine&) = delete;
+
+  // Runs until the guest or the user ends it; returns the process exit code.
+  int run();
+
+  // Any thread. The first request wins; later ones are ignored.
+  void request_stop(ExitCode code, const std::string& why);
+  void request_stop_status(int status, const std::string& why);
+
+  // Loop thread. Pause/resume the guest: vCPU parked and vm_clock stopped.
+  void pause();
+  void resume();
+  bool paused() const noexcept { return vm_clock_.paused(); }
+
+  const RunReport& report() const noexcept { return report_; }
+  RunReport collect_report() const;
+
+ private:
+  void setup_signals();
+  void on_signal();
+
+  Config config_;
+  std::vector<std::byte> kernel_image_;
+  std::vector<std::byte> initrd_image_;
+
+  timers::MonotonicClock mono_;
+  timers::VmClock vm_clock_{mono_};
+  timers::WallClock wall_clock_;
+  timers::TimerList vm_timers_{timers::ClockType::kVm, vm_clock_};
+  timers::TimerList rt_timers_{timers::ClockType::kRt, mono_};
+  std::unique_ptr<timers::AlarmTimer> alarm_;
+  std::unique_ptr<timers::Dynticks> dynticks_;
+  std::unique_ptr<loop::EventLoop> loop_;
+  UniqueFd signal_fd_;
+
+  Kvm kvm_;
+  Vm vm_;
+  devices::IoBus bus_;
+  KvmIrqLine irq0_;
+  KvmIrqLine irq4_;
+  KvmIrqLine irq8_;
+  devices::StdoutSink console_sink_;
+  devices::Uart16550 uart_;
+  devices::DebugExit debug_exit_;
+  devices::PostPort post_port_;
+  devices::I8042 i8042_;
+  devices::Mc146818Rtc rtc_;
+  std::unique_ptr<devices::I8254Pit> pit_;
+  std::unique_ptr<devices::I8254SpeakerPort> speaker_;
+  std::unique_ptr<devices::ConsoleInput> console_input_;
+
+  std::unique_ptr<Vcpu> vcpu_;
+  timers::Timer duration_timer_;
+
+  std::atomic<bool> stop_requested_{false};
+  std::mutex stop_mu_;
+  int exit_status_ = 0;        // guarded by stop_mu_
+  std::string exit_reason_;    // guarded by stop_mu_
+
+  timers::Nanos start_mono_{0};
+  timers::Nanos start_vm_{0};
+  RunReport report_;
+};
+
+}  // namespace minivmm::vmm

@@ -1,0 +1,164 @@
+// minivmm: command line, logging, and the process exit code. Everything else is in Machine.
+#include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "vmm/machine.h"
+#include "vmm/size_parser.h"
+#include "vmm/vmm_error.h"
+
+namespace {
+
+using minivmm::vmm::Config;
+using minivmm::vmm::ExitCode;
+using minivmm::vmm::to_int;
+
+template <typename Enum, typename Parse>
+CLI::Validator enum_validator(Parse parse, const char* what) {
+  return CLI::Validator(
+      [parse, what](std::string& s) -> std::string {
+        if (parse(s)) return "";
+        return std::string("unknown ") + what + " '" + s + "'";
+      },
+      "", what);
+}
+
+int write_stats(const minivmm::vmm::RunReport& report, const std::string& path) {
+  const std::string text = report.to_json().dump(2) + "\n";
+  if (path == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    return 0;
+  }
+  std::ofstream out(path);
+  if (!out || !(out << text)) {
+    spdlog::error("cannot write stats to '{}'", path);
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Console output piped into `head` must not kill the VMM; the sink counts EPIPE instead.
+  std::signal(SIGPIPE, SIG_IGN);
+  // Logs go to stderr: stdout is the guest's console.
+  auto logger = spdlog::stderr_color_mt("minivmm");
+  logger->set_pattern("minivmm: %^%l%$: %v");
+  spdlog::set_default_logger(logger);
+
+  CLI::App app{"minivmm: a small KVM virtual machine monitor whose idle guests cost the host "
+               "almost nothing"};
+  app.set_version_flag("--version", std::string("minivmm 0.1.0"));
+  app.require_subcommand(1);
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+
+  Config c;
+  std::string memory = "64M";
+  std::string pit = "user";
+  std::string alarm = std::string(minivmm::timers::alarm_kind_name(c.alarm));
+  std::string poll = std::string(minivmm::loop::poller_kind_name(c.poller));
+  std::string lost = "delay";
+  std::string cpu = "baseline";
+  double duration = 0;
+  std::int64_t timer_slack = -1;
+
+  CLI::App* run = app.add_subcommand("run", "boot a kernel and run it");
+  run->add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  run->add_option("--kernel", c.kernel_path, "bzImage or PVH vmlinux to boot")->required();
+  run->add_option("--initrd", c.initrd_path, "initial ramdisk");
+  run->add_option("--cmdline", c.cmdline, "kernel command line");
+  run->add_option("--memory", memory, "guest RAM, e.g. 64M, 1G (max 3G)")->capture_default_str();
+  run->add_option("--pit", pit, "i8254 PIT: user (minivmm's) or kvm (in-kernel baseline)")
+      ->check(CLI::IsMember({"user", "kvm"}))
+      ->capture_default_str();
+  run->add_option("--duration", duration, "stop after this many seconds (0: run until the guest exits)")
+      ->check(CLI::Range(0.0, 1e7));
+  run->add_option("--stats", c.stats_path, "write run statistics as JSON to FILE, or - for stdout");
+  run->add_flag("--quiet", c.quiet_summary, "do not print the summary on stderr");
+  run->add_option("--alarm", alarm, "host alarm: dynticks, timerfd, ppoll, periodic")
+      ->check(enum_validator<int>(minivmm::timers::parse_alarm_kind, "alarm"))
+      ->capture_default_str();
+  run->add_option("--poll", poll, "wait primitive: ppoll, epoll, timerfd-epoll")
+      ->check(enum_validator<int>(minivmm::loop::parse_poller_kind, "poll backend"))
+      ->capture_default_str();
+  run->add_option("--min-delta-ns", c.min_delta_ns, "shortest host alarm distance")
+      ->check(CLI::Range(std::int64_t{1000}, std::int64_t{100'000'000}))
+      ->capture_default_str();
+  run->add_option("--periodic-hz", c.periodic_alarm_hz, "rate of --alarm periodic")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{100'000}))
+      ->capture_default_str();
+  run->add_option("--timer-slack", timer_slack, "PR_SET_TIMERSLACK for the loop thread, in ns")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1'000'000'000}));
+  run->add_option("--lost-ticks", lost, "PIT lost-tick policy: delay or discard")
+      ->check(CLI::IsMember({"delay", "discard"}))
+      ->capture_default_str();
+  run->add_option("--cpu", cpu, "CPUID model: baseline or host")
+      ->check(CLI::IsMember({"baseline", "host"}))
+      ->capture_default_str();
+  run->add_option("--cpuid-mask", c.cpuid_mask, "CPUID features to hide, e.g. cx16,xsave")
+      ->delimiter(',');
+  run->add_option("--api-socket", c.api_socket, "control socket path");
+  run->add_flag("--interactive", c.interactive,
+                "raw terminal for the guest console (Ctrl-A x quits, Ctrl-A Ctrl-A sends Ctrl-A)");
+  bool no_input = false;
+  run->add_flag("--no-console-input", no_input, "do not forward stdin to the guest's COM1");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "minivmm: error: %s\nRun 'minivmm run --help' for the options.\n",
+                 e.what());
+    return to_int(ExitCode::kUsage);
+  }
+  spdlog::set_level(spdlog::level::from_str(log_level));
+
+  const auto mem = minivmm::vmm::parse_size(memory);
+  if (!mem) {
+    std::fprintf(stderr, "minivmm: error: --memory: '%s' is not a size (try 64M or 1G)\n",
+                 memory.c_str());
+    return to_int(ExitCode::kUsage);
+  }
+  c.memory_bytes = *mem;
+  c.pit = pit == "kvm" ? minivmm::vmm::PitMode::kKvm : minivmm::vmm::PitMode::kUser;
+  c.alarm = *minivmm::timers::parse_alarm_kind(alarm);
+  c.poller = *minivmm::loop::parse_poller_kind(poll);
+  c.lost_ticks = lost == "discard" ? minivmm::devices::LostTickPolicy::kDiscard
+                                   : minivmm::devices::LostTickPolicy::kDelay;
+  c.cpu = *minivmm::vmm::parse_cpu_model(cpu);
+  if (duration > 0) c.duration_s = duration;
+  c.console_input = !no_input;
+  if (timer_slack > 0) c.timer_slack_ns = timer_slack;
+
+  try {
+    minivmm::vmm::Machine machine(c);
+    const int status = machine.run();
+    const auto& report = machine.report();
+    if (!c.quiet_summary) std::fputs(report.to_text().c_str(), stderr);
+    if (!c.stats_path.empty() && write_stats(report, c.stats_path) != 0) {
+      return to_int(ExitCode::kHostFailure);
+    }
+    return status;
+  } catch (const minivmm::vmm::VmmError& e) {
+    spdlog::error("{}", e.what());
+    return to_int(e.code());
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return to_int(ExitCode::kHostFailure);
+  }
+}

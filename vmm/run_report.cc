@@ -1,0 +1,101 @@
+#include "vmm/run_report.h"
+
+#include <fmt/format.h>
+
+namespace minivmm::vmm {
+namespace {
+
+template <typename T>
+nlohmann::json opt(const std::optional<T>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+}  // namespace
+
+nlohmann::json RunReport::to_json() const {
+  nlohmann::json j;
+  j["kernel"] = kernel;
+  j["cmdline"] = cmdline;
+  j["pit"] = pit_mode;
+  j["alarm"] = alarm;
+  j["poll"] = poller;
+  j["exit"] = {{"reason", exit_reason}, {"code", exit_code}};
+  j["time"] = {{"wall_s", wall_seconds}, {"vm_s", vm_seconds}, {"paused_s", paused_seconds}};
+  j["guest"] = {{"ticks_injected", opt(ticks_injected)},
+                {"hz_measured", opt(guest_hz_measured)},
+                {"ticks_lost", opt(ticks_lost)},
+                {"ticks_late", opt(ticks_late)},
+                {"ticks_coalesced", opt(ticks_coalesced)}};
+  j["loop"] = {{"iterations", loop_iterations},   {"timeouts", loop_timeouts},
+               {"fd_dispatches", fd_dispatches},  {"wake_events", wake_events},
+               {"timer_passes", timer_passes},    {"timers_run", timers_run},
+               {"alarm_arms", alarm_arms},        {"alarm_arms_skipped", alarm_arms_skipped},
+               {"alarm_disarms", alarm_disarms},  {"alarm_wakeups", alarm_wakeups},
+               {"false_wakeups", false_wakeups},  {"clamped_deadlines", clamped_deadlines},
+               {"clock_reads", clock_reads},      {"alarm_late_us_avg", alarm_late_us_avg},
+               {"alarm_late_us_max", alarm_late_us_max},
+               {"timer_slack_ns", opt(timer_slack_ns)}};
+  j["host"] = {{"cpu_user_s", cpu_user_seconds},
+               {"cpu_sys_s", cpu_sys_seconds},
+               {"voluntary_ctx_switches", voluntary_ctx_switches},
+               {"involuntary_ctx_switches", involuntary_ctx_switches}};
+  j["loop_syscalls"] = loop_syscalls;
+  j["kvm_exits"] = kvm_exits;
+  j["devices"] = devices;
+  if (ticks_injected && *ticks_injected > 0) {
+    const double t = static_cast<double>(*ticks_injected);
+    std::uint64_t sys = 0;
+    for (const auto& [name, n] : loop_syscalls) sys += n;
+    j["per_tick"] = {
+        {"loop_syscalls", static_cast<double>(sys) / t},
+        {"ctx_switches",
+         static_cast<double>(voluntary_ctx_switches + involuntary_ctx_switches) / t},
+        {"cpu_us", (cpu_user_seconds + cpu_sys_seconds) * 1e6 / t},
+        {"clock_reads", static_cast<double>(clock_reads) / t}};
+  }
+  return j;
+}
+
+std::string RunReport::to_text() const {
+  std::string s;
+  s += fmt::format("minivmm: {} (exit code {})\n", exit_reason, exit_code);
+  s += fmt::format("  ran {:.3f} s wall, {:.3f} s guest time; pit={} alarm={} poll={}\n",
+                   wall_seconds, vm_seconds, pit_mode, alarm, poller);
+  if (ticks_injected) {
+    s += fmt::format("  guest ticks injected {} ({:.2f} Hz measured), lost {}, late {}, coalesced {}\n",
+                     *ticks_injected, guest_hz_measured.value_or(0.0), ticks_lost.value_or(0),
+                     ticks_late.value_or(0), ticks_coalesced.value_or(0));
+  } else {
+    s += "  guest ticks: delivered inside KVM (in-kernel PIT or LAPIC timer), not counted here\n";
+  }
+  s += fmt::format("  loop: {} iterations, {} timer callbacks, {} alarm arms ({} skipped unchanged), "
+                   "{} false wakeups, {} clock reads\n",
+                   loop_iterations, timers_run, alarm_arms, alarm_arms_skipped, false_wakeups,
+                   clock_reads);
+  std::uint64_t sys = 0;
+  std::string kinds;
+  for (const auto& [name, n] : loop_syscalls) {
+    if (n == 0) continue;
+    sys += n;
+    kinds += fmt::format(" {}={}", name, n);
+  }
+  s += fmt::format("  loop syscalls: {} ({} )\n", sys, kinds);
+  s += fmt::format("  host: {:.3f} s user, {:.3f} s sys, {} voluntary + {} involuntary context switches\n",
+                   cpu_user_seconds, cpu_sys_seconds, voluntary_ctx_switches,
+                   involuntary_ctx_switches);
+  std::string exits;
+  for (const auto& [name, n] : kvm_exits) {
+    if (n) exits += fmt::format(" {}={}", name, n);
+  }
+  s += fmt::format("  KVM exits:{}\n", exits.empty() ? " none" : exits);
+  if (ticks_injected && *ticks_injected > 0) {
+    const double t = static_cast<double>(*ticks_injected);
+    s += fmt::format("  per tick: {:.2f} loop syscalls, {:.2f} context switches, {:.1f} us CPU\n",
+                     static_cast<double>(sys) / t,
+                     static_cast<double>(voluntary_ctx_switches + involuntary_ctx_switches) / t,
+                     (cpu_user_seconds + cpu_sys_seconds) * 1e6 / t);
+  }
+  return s;
+}
+
+}  // namespace minivmm::vmm

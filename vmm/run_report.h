@@ -1,0 +1,68 @@
+// What a run cost and what the guest got: printed as a human summary at exit and, with
+// --stats, as JSON. Every counter that backs an idle-cost claim is here, so `strace -c -f` of
+// the same run can be checked against it (docs/profiling.md).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace minivmm::vmm {
+
+struct RunReport {
+  std::string kernel;
+  std::string cmdline;
+  std::string pit_mode;
+  std::string alarm;
+  std::string poller;
+  std::string exit_reason;
+  int exit_code = 0;
+
+  double wall_seconds = 0;
+  double vm_seconds = 0;  // vm_clock time the guest ran (excludes pauses)
+  double paused_seconds = 0;
+
+  // Guest timer ticks as minivmm injected them (user-space PIT only; KVM's PIT and the LAPIC
+  // timer tick inside the kernel, invisible to us).
+  std::optional<std::uint64_t> ticks_injected;
+  std::optional<double> guest_hz_measured;
+  std::optional<std::uint64_t> ticks_lost;
+  std::optional<std::uint64_t> ticks_late;
+  std::optional<std::uint64_t> ticks_coalesced;
+
+  // Loop and dynticks.
+  std::uint64_t loop_iterations = 0;
+  std::uint64_t loop_timeouts = 0;
+  std::uint64_t fd_dispatches = 0;
+  std::uint64_t wake_events = 0;
+  std::uint64_t timer_passes = 0;
+  std::uint64_t timers_run = 0;
+  std::uint64_t alarm_arms = 0;
+  std::uint64_t alarm_arms_skipped = 0;
+  std::uint64_t alarm_disarms = 0;
+  std::uint64_t alarm_wakeups = 0;
+  std::uint64_t false_wakeups = 0;
+  std::uint64_t clamped_deadlines = 0;
+  std::uint64_t clock_reads = 0;  // every host clock read the process made
+  double alarm_late_us_avg = 0;
+  double alarm_late_us_max = 0;
+  std::optional<std::int64_t> timer_slack_ns;
+
+  // Host cost.
+  double cpu_user_seconds = 0;
+  double cpu_sys_seconds = 0;
+  std::uint64_t voluntary_ctx_switches = 0;
+  std::uint64_t involuntary_ctx_switches = 0;
+
+  std::map<std::string, std::uint64_t> loop_syscalls;  // the VMM's own count, by kind
+  std::map<std::string, std::uint64_t> kvm_exits;      // by reason
+  std::map<std::string, nlohmann::json> devices;       // per-device stats
+
+  nlohmann::json to_json() const;
+  std::string to_text() const;
+};
+
+}  // namespace minivmm::vmm

@@ -1,0 +1,361 @@
+#include "vmm/vcpu.h"
+
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+#include <spdlog/spdlog.h>
+
+#include "vmm/kvm.h"
+#include "vmm/vmm_error.h"
+
+namespace minivmm::vmm {
+namespace {
+
+// A real-time signal whose only job is to make KVM_RUN return EINTR; the handler does nothing.
+int kick_signal() noexcept { return SIGRTMIN + 4; }
+
+void install_kick_handler() {
+  static const bool installed = [] {
+    struct sigaction sa {};
+    sa.sa_handler = [](int) {};
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0;  // no SA_RESTART: KVM_RUN must return
+    sigaction(kick_signal(), &sa, nullptr);
+    return true;
+  }();
+  (void)installed;
+}
+
+kvm_segment to_kvm(const SegmentState& s) {
+  kvm_segment k{};
+  k.base = s.base;
+  k.limit = s.limit;
+  k.selector = s.selector;
+  k.type = s.type;
+  k.present = s.present ? 1 : 0;
+  k.dpl = s.dpl;
+  k.db = s.db ? 1 : 0;
+  k.s = s.s ? 1 : 0;
+  k.l = s.l ? 1 : 0;
+  k.g = s.g ? 1 : 0;
+  k.unusable = s.present ? 0 : 1;
+  return k;
+}
+
+[[noreturn]] void fail(const char* what) {
+  throw VmmError(ExitCode::kKvmUnavailable, std::string(what) + ": " + std::strerror(errno));
+}
+
+}  // namespace
+
+std::string_view vcpu_exit_name(VcpuExit e) noexcept {
+  switch (e) {
+    case VcpuExit::kIo: return "io";
+    case VcpuExit::kMmio: return "mmio";
+    case VcpuExit::kHlt: return "hlt";
+    case VcpuExit::kShutdown: return "shutdown";
+    case VcpuExit::kInternalError: return "internal_error";
+    case VcpuExit::kFailEntry: return "fail_entry";
+    case VcpuExit::kSystemEvent: return "system_event";
+    case VcpuExit::kInterrupted: return "interrupted";
+    case VcpuExit::kOther: return "other";
+    case VcpuExit::kCount: break;
+  }
+  return "?";
+}
+
+Vcpu::Vcpu(const Vm& vm, int index, devices::IoBus& io, StopCallback on_stop)
+    : vm_(vm), index_(index), io_(io), on_stop_(std::move(on_stop)) {
+  fd_.reset(::ioctl(vm.fd(), KVM_CREATE_VCPU, index));
+  if (!fd_.valid()) fail("KVM_CREATE_VCPU");
+  run_size_ = static_cast<std::size_t>(vm.kvm().vcpu_mmap_size());
+  void* p = ::mmap(nullptr, run_size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_.get(), 0);
+  if (p == MAP_FAILED) fail("mmap(kvm_run)");
+  run_ = static_cast<kvm_run*>(p);
+}
+
+Vcpu::~Vcpu() {
+  request_stop();
+  join();
+  if (run_) ::munmap(run_, run_size_);
+}
+
+void Vcpu::configure(const X86BootState& st, const std::vector<kvm_cpuid_entry2>& cpuid) {
+  {
+    const std::size_t bytes = sizeof(kvm_cpuid2) + cpuid.size() * sizeof(kvm_cpuid_entry2);
+    auto buf = std::make_unique<std::byte[]>(bytes);
+    auto* c = reinterpret_cast<kvm_cpuid2*>(buf.get());
+    c->nent = static_cast<__u32>(cpuid.size());
+    std::memcpy(c->entries, cpuid.data(), cpuid.size() * sizeof(kvm_cpuid_entry2));
+    for (__u32 i = 0; i < c->nent; ++i) {
+      kvm_cpuid_entry2& e = c->entries[i];
+      // The APIC id this vCPU reports must match its KVM vcpu id.
+      if (e.function == 1) e.ebx = (e.ebx & 0x00ffffffu) | (static_cast<__u32>(index_) << 24);
+      if (e.function == 0xb || e.function == 0x1f) e.edx = static_cast<__u32>(index_);
+    }
+    if (::ioctl(fd_.get(), kKvmSetCpuid2, c) < 0) fail("KVM_SET_CPUID2");
+  }
+
+  kvm_sregs sregs{};
+  if (::ioctl(fd_.get(), KVM_GET_SREGS, &sregs) < 0) fail("KVM_GET_SREGS");
+  sregs.cs = to_kvm(st.cs);
+  sregs.ds = to_kvm(st.ds);
+  sregs.es = to_kvm(st.es);
+  sregs.fs = to_kvm(st.fs);
+  sregs.gs = to_kvm(st.gs);
+  sregs.ss = to_kvm(st.ss);
+  sregs.tr = to_kvm(st.tr);
+  sregs.ldt = to_kvm(st.ldt);
+  sregs.gdt.base = st.gdt.base;
+  sregs.gdt.limit = st.gdt.limit;
+  sregs.idt.base = st.idt.base;
+  sregs.idt.limit = st.idt.limit;
+  sregs.cr0 = st.cr0;
+  sregs.cr3 = st.cr3;
+  sregs.cr4 = st.cr4;
+  sregs.efer = st.efer;
+  if (::ioctl(fd_.get(), KVM_SET_SREGS, &sregs) < 0) fail("KVM_SET_SREGS");
+
+  kvm_regs regs{};
+  regs.rip = st.rip;
+  regs.rsp = st.rsp;
+  regs.rsi = st.rsi;
+  regs.rax = st.rax;
+  regs.rbx = st.rbx;
+  regs.rflags = st.rflags;
+  if (::ioctl(fd_.get(), KVM_SET_REGS, &regs) < 0) fail("KVM_SET_REGS");
+
+  kvm_fpu fpu{};
+  fpu.fcw = 0x37f;     // x87 default control word after FNINIT
+  fpu.mxcsr = 0x1f80;  // all SSE exceptions masked, as after reset
+  if (::ioctl(fd_.get(), KVM_SET_FPU, &fpu) < 0) fail("KVM_SET_FPU");
+
+  // LINT0 = ExtINT and LINT1 = NMI, as a PC BIOS programs them: without it KVM's local APIC
+  // keeps LINT0 masked and no 8259 interrupt ever reaches the CPU.
+  kvm_lapic_state lapic{};
+  if (::ioctl(fd_.get(), KVM_GET_LAPIC, &lapic) < 0) fail("KVM_GET_LAPIC");
+  auto set_lvt = [&](std::size_t reg, std::uint32_t delivery_mode) {
+    std::uint32_t v;
+    std::memcpy(&v, &lapic.regs[reg], sizeof v);
+    v &= ~(0x700u | 0x10000u);  // clear delivery mode and the mask bit
+    v |= delivery_mode << 8;
+    std::memcpy(&lapic.regs[reg], &v, sizeof v);
+  };
+  set_lvt(0x350, 0x7);  // LVT LINT0: ExtINT
+  set_lvt(0x360, 0x4);  // LVT LINT1: NMI
+  if (::ioctl(fd_.get(), KVM_SET_LAPIC, &lapic) < 0) fail("KVM_SET_LAPIC");
+}
+
+void Vcpu::start() {
+  install_kick_handler();
+  started_ = true;
+  thread_ = std::thread([this] { thread_main(); });
+}
+
+void Vcpu::kick() noexcept {
+  // immediate_exit closes the race where the signal lands just before KVM_RUN is entered.
+  __atomic_store_n(&run_->immediate_exit, 1, __ATOMIC_SEQ_CST);
+  if (started_) {
+    const pthread_t t = pthread_.load(std::memory_order_acquire);
+    if (t != pthread_t{}) pthread_kill(t, kick_signal());
+  }
+}
+
+void Vcpu::pause() {
+  std::unique_lock lock(mu_);
+  if (state_ != State::kRunning) return;
+  pause_requested_ = true;
+  kick();
+  cv_.wait(lock, [&] { return state_ != State::kRunning; });
+}
+
+void Vcpu::resume() {
+  std::lock_guard lock(mu_);
+  pause_requested_ = false;
+  if (state_ == State::kPaused) state_ = State::kRunning;
+  cv_.notify_all();
+}
+
+void Vcpu::request_stop() noexcept {
+  stop_ = true;
+  {
+    std::lock_guard lock(mu_);
+    cv_.notify_all();
+  }
+  if (run_) kick();
+}
+
+void Vcpu::join() {
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+}
+
+VcpuStats Vcpu::stats() const noexcept {
+  VcpuStats s;
+  for (std::size_t i = 0; i < s.exits.size(); ++i) s.exits[i] = exits_[i].load(std::memory_order_relaxed);
+  s.unmapped_mmio = unmapped_mmio_.load(std::memory_order_relaxed);
+  return s;
+}
+
+void Vcpu::thread_main() {
+  pthread_.store(pthread_self(), std::memory_order_release);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, kick_signal());
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+
+  while (!stop_.load(std::memory_order_acquire)) {
+    if (pause_requested_.load(std::memory_order_acquire)) {
+      std::unique_lock lock(mu_);
+      state_ = State::kPaused;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return !pause_requested_ || stop_; });
+      if (state_ == State::kPaused) state_ = State::kRunning;
+      continue;
+    }
+    __atomic_store_n(&run_->immediate_exit, 0, __ATOMIC_SEQ_CST);
+    // A kick between the checks above and here set immediate_exit again: re-check.
+    if (stop_ || pause_requested_) continue;
+    const int r = ::ioctl(fd_.get(), KVM_RUN, 0);
+    if (r < 0) {
+      if (errno == EINTR || errno == EAGAIN) {
+        count(VcpuExit::kInterrupted);
+        continue;
+      }
+      report_failure(std::string("KVM_RUN failed: ") + std::strerror(errno));
+      on_stop_(ExitCode::kHostFailure, "KVM_RUN failed");
+      break;
+    }
+    if (!handle_exit()) break;
+  }
+  std::lock_guard lock(mu_);
+  state_ = State::kFinished;
+  cv_.notify_all();
+}
+
+void Vcpu::handle_io() {
+  auto* base = reinterpret_cast<std::uint8_t*>(run_) + run_->io.data_offset;
+  const std::size_t size = run_->io.size;
+  // A string instruction (rep ins/outs) arrives as `count` back-to-back accesses. Stay inside
+  // the kvm_run page whatever the values say.
+  const std::size_t limit = run_size_ - run_->io.data_offset;
+  for (std::uint32_t i = 0; i < run_->io.count && (i + 1) * size <= limit; ++i) {
+    std::span<std::uint8_t> data(base + i * size, size);
+    if (run_->io.direction == KVM_EXIT_IO_OUT) {
+      io_.write(run_->io.port, data);
+    } else {
+      io_.read(run_->io.port, data);
+    }
+  }
+}
+
+void Vcpu::handle_mmio() {
+  // Nothing is mapped outside RAM yet (the LAPIC and IOAPIC are in-kernel): behave like an
+  // unclaimed bus, reads float high, writes vanish.
+  unmapped_mmio_.fetch_add(1, std::memory_order_relaxed);
+  if (!run_->mmio.is_write) std::memset(run_->mmio.data, 0xff, sizeof run_->mmio.data);
+}
+
+bool Vcpu::handle_exit() {
+  switch (run_->exit_reason) {
+    case KVM_EXIT_IO:
+      count(VcpuExit::kIo);
+      handle_io();
+      return true;
+    case KVM_EXIT_MMIO:
+      count(VcpuExit::kMmio);
+      handle_mmio();
+      return true;
+    case KVM_EXIT_HLT:
+      // Only without an in-kernel LAPIC; ours has one, so a halt here means "forever".
+      count(VcpuExit::kHlt);
+      on_stop_(ExitCode::kGuestUnsupported, "guest halted with no way to wake up");
+      return false;
+    case KVM_EXIT_SHUTDOWN:
+      count(VcpuExit::kShutdown);
+      report_failure("guest triple fault (KVM_EXIT_SHUTDOWN)");
+      on_stop_(ExitCode::kTripleFault, "guest triple fault");
+      return false;
+    case KVM_EXIT_INTERNAL_ERROR: {
+      count(VcpuExit::kInternalError);
+      std::string what = "KVM internal error, suberror " +
+                         std::to_string(run_->internal.suberror);
+      if (run_->internal.suberror == KVM_INTERNAL_ERROR_EMULATION) {
+        what += " (emulation failure: this host's KVM cannot emulate the instruction)";
+      }
+      report_failure(what);
+      on_stop_(ExitCode::kGuestUnsupported, what);
+      return false;
+    }
+    case KVM_EXIT_FAIL_ENTRY: {
+      count(VcpuExit::kFailEntry);
+      const std::string what =
+          "KVM entry failed, hardware reason 0x" +
+          std::to_string(run_->fail_entry.hardware_entry_failure_reason);
+      report_failure(what);
+      on_stop_(ExitCode::kGuestUnsupported, what);
+      return false;
+    }
+    case KVM_EXIT_SYSTEM_EVENT:
+      count(VcpuExit::kSystemEvent);
+      if (run_->system_event.type == KVM_SYSTEM_EVENT_RESET) {
+        on_stop_(ExitCode::kOk, "guest reset");
+      } else {
+        on_stop_(ExitCode::kOk, "guest system event " + std::to_string(run_->system_event.type));
+      }
+      return false;
+    case KVM_EXIT_INTR:
+      count(VcpuExit::kInterrupted);
+      return true;
+    default:
+      count(VcpuExit::kOther);
+      report_failure("unexpected KVM exit reason " + std::to_string(run_->exit_reason));
+      on_stop_(ExitCode::kGuestUnsupported,
+               "unexpected KVM exit reason " + std::to_string(run_->exit_reason));
+      return false;
+  }
+}
+
+void Vcpu::report_failure(const std::string& what) {
+  spdlog::error("vcpu{}: {}", index_, what);
+  if (run_->exit_reason == KVM_EXIT_INTERNAL_ERROR) {
+    std::string data;
+    for (__u32 i = 0; i < run_->internal.ndata && i < 16; ++i) {
+      data += fmt::format(" {:#x}", run_->internal.data[i]);
+    }
+    spdlog::error("vcpu{}: suberror {} data [{} ]", index_, run_->internal.suberror, data);
+  }
+  kvm_regs r{};
+  kvm_sregs s{};
+  if (::ioctl(fd_.get(), KVM_GET_REGS, &r) < 0 || ::ioctl(fd_.get(), KVM_GET_SREGS, &s) < 0) {
+    spdlog::error("vcpu{}: registers unavailable: {}", index_, std::strerror(errno));
+    return;
+  }
+  spdlog::error("vcpu{}: rip={:#018x} rflags={:#x} cs={:#x} (base {:#x}, l={} db={})", index_,
+                r.rip, r.rflags, s.cs.selector, s.cs.base, s.cs.l, s.cs.db);
+  spdlog::error("vcpu{}: rax={:#x} rbx={:#x} rcx={:#x} rdx={:#x} rsi={:#x} rdi={:#x}", index_,
+                r.rax, r.rbx, r.rcx, r.rdx, r.rsi, r.rdi);
+  spdlog::error("vcpu{}: rsp={:#x} rbp={:#x} r8={:#x} r9={:#x} r10={:#x} r11={:#x}", index_,
+                r.rsp, r.rbp, r.r8, r.r9, r.r10, r.r11);
+  spdlog::error("vcpu{}: r12={:#x} r13={:#x} r14={:#x} r15={:#x}", index_, r.r12, r.r13,
+                r.r14, r.r15);
+  spdlog::error("vcpu{}: cr0={:#x} cr2={:#x} cr3={:#x} cr4={:#x} efer={:#x}", index_, s.cr0,
+                s.cr2, s.cr3, s.cr4, s.efer);
+  kvm_translation tr{};
+  tr.linear_address = s.cs.base + r.rip;
+  const GuestMemory mem = vm_.memory();
+  if (::ioctl(fd_.get(), KVM_TRANSLATE, &tr) == 0 && tr.valid &&
+      mem.contains(tr.physical_address, 16)) {
+    std::string bytes;
+    for (std::byte b : mem.slice(tr.physical_address, 16)) {
+      bytes += fmt::format(" {:02x}", static_cast<unsigned>(b));
+    }
+    spdlog::error("vcpu{}: instruction bytes at {:#x}:{}", index_, tr.physical_address, bytes);
+  }
+}
+
+}  // namespace minivmm::vmm

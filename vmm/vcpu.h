@@ -1,0 +1,112 @@
+// One virtual CPU running KVM_RUN on its own thread, as an explicit state machine (Firecracker
+// vcpu.rs): Running -> Paused -> Running ... -> Finished. Port I/O exits go to the IoBus; the
+// in-kernel irqchip handles HLT and interrupt delivery, so an idle guest never exits to us.
+//
+// Threads: configure() before start() on the main thread; start/pause/resume/stop/join from the
+// main (loop) thread; stats() from any thread. The vCPU thread itself calls only the IoBus and
+// the `on_stop` callback.
+#pragma once
+
+#include <linux/kvm.h>
+#include <pthread.h>
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "devices/io_bus.h"
+#include "vmm/exit_code.h"
+#include "vmm/unique_fd.h"
+#include "vmm/vm.h"
+#include "vmm/x86_boot_state.h"
+
+namespace minivmm::vmm {
+
+enum class VcpuExit : std::size_t {
+  kIo,
+  kMmio,
+  kHlt,
+  kShutdown,
+  kInternalError,
+  kFailEntry,
+  kSystemEvent,
+  kInterrupted,  // KVM_RUN returned EINTR/EAGAIN (a kick, a signal)
+  kOther,
+  kCount,
+};
+
+std::string_view vcpu_exit_name(VcpuExit e) noexcept;
+
+struct VcpuStats {
+  std::array<std::uint64_t, static_cast<std::size_t>(VcpuExit::kCount)> exits{};
+  std::uint64_t unmapped_mmio = 0;
+};
+
+class Vcpu {
+ public:
+  // Why the vCPU stopped by itself; the Machine turns it into the process exit code.
+  using StopCallback = std::function<void(ExitCode code, const std::string& why)>;
+
+  Vcpu(const Vm& vm, int index, devices::IoBus& io, StopCallback on_stop);
+  ~Vcpu();
+  Vcpu(const Vcpu&) = delete;
+  Vcpu& operator=(const Vcpu&) = delete;
+
+  // Sets CPUID, registers, FPU and the local APIC's LINT0/LINT1 (ExtINT/NMI, as a PC BIOS
+  // leaves them, so the 8259 reaches the CPU). Throws VmmError.
+  void configure(const X86BootState& state, const std::vector<kvm_cpuid_entry2>& cpuid);
+
+  void start();
+  // Kicks the vCPU out of KVM_RUN and waits until it is parked; no guest instruction runs
+  // until resume().
+  void pause();
+  void resume();
+  // Asks the thread to finish (from any thread, the vCPU thread included); join() waits.
+  void request_stop() noexcept;
+  void join();
+
+  VcpuStats stats() const noexcept;
+  int index() const noexcept { return index_; }
+
+ private:
+  enum class State { kRunning, kPaused, kFinished };
+
+  void thread_main();
+  bool handle_exit();  // false: stop running
+  void handle_io();
+  void handle_mmio();
+  void report_failure(const std::string& what);
+  void kick() noexcept;
+  void count(VcpuExit e) noexcept {
+    exits_[static_cast<std::size_t>(e)].fetch_add(1, std::memory_order_relaxed);
+  }
+
+  const Vm& vm_;
+  const int index_;
+  devices::IoBus& io_;
+  StopCallback on_stop_;
+  UniqueFd fd_;
+  kvm_run* run_ = nullptr;
+  std::size_t run_size_ = 0;
+
+  std::thread thread_;
+  std::atomic<pthread_t> pthread_{};
+  std::atomic<bool> started_{false};
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> pause_requested_{false};
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  State state_ = State::kRunning;  // guarded by mu_
+
+  std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(VcpuExit::kCount)> exits_{};
+  std::atomic<std::uint64_t> unmapped_mmio_{0};
+};
+
+}  // namespace minivmm::vmm

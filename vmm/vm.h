@@ -1,0 +1,49 @@
+// One KVM virtual machine: guest RAM (one mmap at guest physical 0), the in-kernel irqchip
+// (PIC + IOAPIC + LAPIC), optionally KVM's in-kernel PIT as a comparison baseline.
+//
+// Threads: setup methods on the main thread before vCPUs start; irq_line() from any thread
+// (KVM serialises injection itself).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "vmm/guest_memory.h"
+#include "vmm/kvm.h"
+#include "vmm/unique_fd.h"
+
+namespace minivmm::vmm {
+
+class Vm {
+ public:
+  // Creates the VM, its RAM (`ram_bytes`, a multiple of 4 KiB, at most 3 GiB so it stays below
+  // the 32-bit MMIO hole), the TSS/identity-map pages Intel's real-mode emulation needs, and the
+  // in-kernel irqchip. Throws VmmError.
+  Vm(const Kvm& kvm, std::uint64_t ram_bytes);
+  ~Vm();
+  Vm(const Vm&) = delete;
+  Vm& operator=(const Vm&) = delete;
+
+  int fd() const noexcept { return fd_.get(); }
+  const Kvm& kvm() const noexcept { return kvm_; }
+  GuestMemory memory() const noexcept { return memory_; }
+
+  // KVM's in-kernel i8254 (KVM_CREATE_PIT2), the --pit kvm baseline.
+  void create_kernel_pit();
+
+  // Raises or lowers a GSI; returns KVM's status (> 0 delivered, 0 coalesced, < 0 error).
+  int irq_line(std::uint32_t gsi, bool level) const noexcept;
+
+  // Registers `eventfd` so that each write to it pulses `gsi` inside KVM (KVM_IRQFD).
+  void add_irqfd(int eventfd, std::uint32_t gsi) const;
+  void remove_irqfd(int eventfd, std::uint32_t gsi) const noexcept;
+
+ private:
+  const Kvm& kvm_;
+  UniqueFd fd_;
+  void* ram_ = nullptr;
+  std::uint64_t ram_bytes_ = 0;
+  GuestMemory memory_;
+};
+
+}  // namespace minivmm::vmm
