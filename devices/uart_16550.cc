@@ -74,6 +74,9 @@ Uart16550::Uart16550(IrqLine& irq, ByteSink& out, timers::TimerList* rt_timers)
   if (rt_timers != nullptr) {
     flush_timer_.emplace(*rt_timers, "uart-flush",
                          [this](const timers::Timer::Expiry&) { on_flush_timer(); });
+    // A partial line may wait for the loop's next wakeup (the next guest tick, typically)
+    // rather than cost a wakeup of its own.
+    flush_timer_->set_slack(kFlushSlack);
   }
 }
 

@@ -11,15 +11,29 @@ Dynticks::Dynticks(AlarmTimer& alarm, const Clock& monotonic, std::vector<TimerL
       lists_(std::move(lists)),
       options_(options),
       loop_thread_(std::this_thread::get_id()) {
-  for (TimerList* list : lists_) list->set_head_changed_hook([this] { on_head_changed(); });
+  for (TimerList* list : lists_) {
+    list->set_head_changed_hook([this](const TimerList& l, Nanos deadline, Nanos slack) {
+      on_head_changed(l, deadline, slack);
+    });
+  }
 }
 
-void Dynticks::on_head_changed() {
+void Dynticks::on_head_changed(const TimerList& list, Nanos deadline, Nanos slack) {
   if (std::this_thread::get_id() == loop_thread_) {
     stale_.store(true, std::memory_order_relaxed);
-  } else if (wake_) {
-    wake_();
+    return;
   }
+  // Another thread (a vCPU) moved a list head earlier. Wake the loop only if it would
+  // otherwise sleep past deadline + slack.
+  const auto host = list.clock().to_monotonic(deadline);
+  if (!host) return;  // a paused clock: resume() re-arms
+  const std::int64_t published = published_ns_.load(std::memory_order_seq_cst);
+  if (published != kPublishedComputing && published <= (*host + slack).count()) {
+    absorbed_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  woken_.fetch_add(1, std::memory_order_relaxed);
+  if (wake_) wake_();
 }
 
 std::optional<Nanos> Dynticks::poll_timeout() const noexcept {
@@ -59,6 +73,12 @@ bool Dynticks::rearm() {
 
 bool Dynticks::update_alarm() {
   stale_.store(false, std::memory_order_relaxed);
+  publish(kPublishedComputing);
+  // Every return below publishes what the loop will now wake for.
+  struct Publisher {
+    Dynticks& d;
+    ~Publisher() { d.publish(d.armed_ ? d.target_.count() : kPublishedNone); }
+  } publisher{*this};
 
   // The merged deadline, in host time, and the period of the timer that owns it.
   std::optional<Nanos> earliest;

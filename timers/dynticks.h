@@ -11,6 +11,7 @@
 #pragma once
 
 #include <atomic>
+#include <climits>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -42,6 +43,8 @@ struct DynticksStats {
   std::uint64_t late_ns_total = 0;  // how late the alarm passes ran after the armed deadline
   std::uint64_t late_ns_max = 0;
   std::uint64_t alarm_failures = 0;
+  std::uint64_t cross_thread_wakes = 0;  // arms from other threads that had to wake the loop
+  std::uint64_t cross_thread_arms_absorbed = 0;  // ...that did not: the loop wakes in time
 };
 
 class Dynticks {
@@ -72,11 +75,17 @@ class Dynticks {
   std::optional<Nanos> poll_timeout() const noexcept;
 
   AlarmTimer& alarm() noexcept { return alarm_; }
-  const DynticksStats& stats() const noexcept { return stats_; }
+  DynticksStats stats() const noexcept {
+    DynticksStats s = stats_;
+    s.cross_thread_wakes = woken_.load(std::memory_order_relaxed);
+    s.cross_thread_arms_absorbed = absorbed_.load(std::memory_order_relaxed);
+    return s;
+  }
   Nanos last_now() const noexcept { return now_; }
 
  private:
-  void on_head_changed();
+  void on_head_changed(const TimerList& list, Nanos deadline, Nanos slack);
+  void publish(std::int64_t value) noexcept { published_ns_.store(value, std::memory_order_seq_cst); }
   bool update_alarm();
 
   AlarmTimer& alarm_;
@@ -87,11 +96,21 @@ class Dynticks {
   std::function<void()> wake_;
 
   std::atomic<bool> stale_{false};
+  // The host deadline the loop will wake at, for other threads' arms to compare against:
+  // kPublishedNone when none, kPublishedComputing while update_alarm() reads the lists. The
+  // loop publishes "computing" before reading the lists and an arming thread inserts before
+  // reading this, so (seq_cst) either the loop sees the new timer or the arming thread sees a
+  // value that makes it wake the loop.
+  static constexpr std::int64_t kPublishedNone = INT64_MAX;
+  static constexpr std::int64_t kPublishedComputing = INT64_MIN;
+  std::atomic<std::int64_t> published_ns_{kPublishedNone};
   Nanos now_{0};           // the last host clock reading
   bool armed_ = false;     // the alarm is armed for target_ (ppoll: the timeout is valid)
   Nanos target_{0};        // next host instant the alarm fires
   Nanos interval_{0};      // the armed host timer's period (0: one-shot)
   DynticksStats stats_;
+  std::atomic<std::uint64_t> woken_{0};     // -> stats_.cross_thread_wakes
+  std::atomic<std::uint64_t> absorbed_{0};  // -> stats_.cross_thread_arms_absorbed
 };
 
 }  // namespace minivmm::timers

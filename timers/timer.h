@@ -41,6 +41,11 @@ class Timer {
   void arm_periodic(Nanos first, Nanos period);
   void cancel();
 
+  // How late this timer may fire. An arm from another thread does not wake the loop when the
+  // loop is already due to wake within `slack` of the deadline (Linux timer slack, Chromium's
+  // leeway): a console flush can ride on the next PIT tick instead of costing a wakeup.
+  void set_slack(Nanos slack);
+
   bool pending() const;
   Nanos deadline() const;  // meaningful only while pending()
   Nanos period() const;    // 0 for a one-shot timer
@@ -60,6 +65,7 @@ class Timer {
   bool pending_ = false;
   Nanos deadline_{0};
   Nanos period_{0};
+  Nanos slack_{0};
   std::uint64_t seq_ = 0;
   std::uint64_t fired_ = 0;
 };

@@ -34,10 +34,12 @@ class TimerList {
   ClockType type() const noexcept { return type_; }
   const Clock& clock() const noexcept { return clock_; }
 
-  // Called, without the list lock held, whenever an arm makes a timer the new head of this list
-  // (its deadline is earlier than every other pending one). Dynticks uses it to wake the loop
-  // when the arm came from another thread. Set once before timers are armed.
-  void set_head_changed_hook(std::function<void()> hook) { head_changed_hook_ = std::move(hook); }
+  // Called, without the list lock held, on the arming thread, whenever an arm makes a timer the
+  // new head of this list (its deadline is earlier than every other pending one), with that
+  // deadline (this clock's time) and the timer's slack. Dynticks uses it to wake the loop when
+  // the arm came from another thread. Set once before timers are armed.
+  using HeadChangedHook = std::function<void(const TimerList&, Nanos deadline, Nanos slack)>;
+  void set_head_changed_hook(HeadChangedHook hook) { head_changed_hook_ = std::move(hook); }
 
   // Earliest pending deadline in this clock's time; nullopt when none is pending.
   std::optional<Nanos> next_deadline() const;
@@ -59,7 +61,7 @@ class TimerList {
 
   const ClockType type_;
   const Clock& clock_;
-  std::function<void()> head_changed_hook_;
+  HeadChangedHook head_changed_hook_;
 
   mutable std::mutex mu_;
   std::vector<Timer*> pending_;  // sorted by (deadline, seq); guarded by mu_

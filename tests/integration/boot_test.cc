@@ -63,11 +63,12 @@ TEST_P(BootTest, GuestTicksAtRequestedRateAndExitsThroughDebugExit) {
   EXPECT_LT(vm_s, expected_s + 0.35) << "guest time far beyond ticks/hz";
 
   if (c.pit == "user" && c.timer == "pit") {
-    // minivmm's own PIT injected them: the count must match what the guest saw, exactly or
-    // with the one tick that may be in flight when the guest exits.
+    // minivmm's own PIT injected them: at least what the guest counted, plus only the ticks
+    // that arrive while the guest prints its last line and exits (its console output costs
+    // one emulated exit per byte, a few milliseconds here): 10 ms worth at most.
     const auto injected = s["guest"]["ticks_injected"].get<std::uint64_t>();
     EXPECT_GE(injected, static_cast<std::uint64_t>(c.ticks));
-    EXPECT_LE(injected, static_cast<std::uint64_t>(c.ticks) + 2);
+    EXPECT_LE(injected, static_cast<std::uint64_t>(c.ticks + 2 + c.hz / 100));
     EXPECT_EQ(s["guest"]["ticks_lost"].get<std::uint64_t>(), 0u);
   }
   EXPECT_EQ(s["exit"]["code"].get<int>(), kGuestSuccess);

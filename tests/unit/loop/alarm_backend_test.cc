@@ -40,16 +40,32 @@ TEST_P(AlarmBackendTest, OneShotFiresOnceAndNotEarly) {
   EXPECT_GE(seen, deadline);
 }
 
-TEST_P(AlarmBackendTest, SteadyPeriodicTimerIsArmedOnce) {
-  if (alarm_kind() == AlarmKind::kPeriodic) GTEST_SKIP() << "the baseline never follows deadlines";
+TEST_P(AlarmBackendTest, SteadyPeriodicTimerIsArmedAtMostOnce) {
   int fired = 0;
   timers::Timer t(rt_, "tick", [&](const timers::Timer::Expiry&) { ++fired; });
   t.arm_periodic(clock_.now() + 1ms, 1ms);
   for (int i = 0; i < 200 && fired < 20; ++i) ASSERT_TRUE(loop_.run_once());
   EXPECT_EQ(fired, 20);
-  // One arm for the grid; a rare late wakeup (a busy host) costs a clamp and a re-arm.
+  // One arm for the grid (none for the fixed-rate baseline, which is armed at creation); a rare
+  // late wakeup (a busy host) costs a clamp and a re-arm.
   EXPECT_LE(dynticks_.stats().arms, 1u + 2 * dynticks_.stats().clamped);
-  EXPECT_EQ(dynticks_.stats().false_wakeups, 0u);
+}
+
+TEST_P(AlarmBackendTest, OnlyTheFixedRateBaselineWakesWithNothingDue) {
+  int fired = 0;
+  timers::Timer t(rt_, "tick", [&](const timers::Timer::Expiry&) { ++fired; });
+  // A 3 ms period is not a multiple of the baseline's 1 ms tick phase-aligned to it, so the
+  // baseline wakes in between; every deadline-driven backend wakes only when something is due.
+  t.arm_periodic(clock_.now() + 3ms, 3ms);
+  for (int i = 0; i < 400 && fired < 10; ++i) ASSERT_TRUE(loop_.run_once());
+  ASSERT_EQ(fired, 10);
+  if (alarm_kind() == AlarmKind::kPeriodic) {
+    EXPECT_GE(dynticks_.stats().false_wakeups, 15u);
+  } else {
+    // Only a late wakeup (this host is a busy VM) can leave a stale expiry behind: the clamp
+    // re-arms one-shot, but a timer signal already queued by the periodic arm stays queued.
+    EXPECT_LE(dynticks_.stats().false_wakeups, dynticks_.stats().clamped);
+  }
 }
 
 TEST_P(AlarmBackendTest, NeverCallsTimerGettime) {

@@ -217,6 +217,37 @@ TEST(DynticksTest, OtherThreadArmWakesLoopOnlyWhenItMovesTheHeadEarlier) {
   EXPECT_EQ(wakes.load(), 1);
 }
 
+TEST(DynticksTest, OtherThreadArmWithinSlackOfTheArmedDeadlineDoesNotWake) {
+  Fixture f;
+  std::atomic<int> wakes{0};
+  f.dynticks.set_wake([&] { ++wakes; });
+  Timer tick(f.rt_list, "tick", [](const Timer::Expiry&) {});
+  Timer flush(f.vm_list, "flush", [](const Timer::Expiry&) {});
+  flush.set_slack(20ms);
+  tick.arm_at(1s + 4ms);
+  ASSERT_TRUE(f.dynticks.rearm());
+  // Due at 2 ms, may run up to 22 ms: the loop wakes at 4 ms anyway and runs it then.
+  std::thread([&] { flush.arm_at(1s + 2ms); }).join();
+  EXPECT_EQ(wakes.load(), 0);
+  EXPECT_EQ(f.dynticks.stats().cross_thread_arms_absorbed, 1u);
+  f.host.set(1s + 4ms);
+  int ran_before = static_cast<int>(f.dynticks.stats().timers_run);
+  ASSERT_TRUE(f.dynticks.run_timers(true));
+  EXPECT_EQ(static_cast<int>(f.dynticks.stats().timers_run) - ran_before, 2);
+}
+
+TEST(DynticksTest, OtherThreadArmWithSlackStillWakesAnIdleLoop) {
+  Fixture f;
+  std::atomic<int> wakes{0};
+  f.dynticks.set_wake([&] { ++wakes; });
+  Timer flush(f.vm_list, "flush", [](const Timer::Expiry&) {});
+  flush.set_slack(20ms);
+  ASSERT_TRUE(f.dynticks.rearm());  // nothing armed: the loop would sleep forever
+  std::thread([&] { flush.arm_at(1s + 2ms); }).join();
+  EXPECT_EQ(wakes.load(), 1);
+  EXPECT_EQ(f.dynticks.stats().cross_thread_wakes, 1u);
+}
+
 TEST(DynticksTest, PollTimeoutAlarmNeedsNoSyscallAndGivesTheTimeout) {
   FakeClock host{1s};
   TimerList list{ClockType::kRt, host};

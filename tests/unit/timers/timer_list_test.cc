@@ -129,7 +129,11 @@ TEST(TimerListTest, HeadChangedHookOnlyWhenArmBecomesHead) {
   FakeClock clock(0ns);
   TimerList list(ClockType::kVm, clock);
   int hooks = 0;
-  list.set_head_changed_hook([&] { ++hooks; });
+  Nanos last_deadline{0};
+  list.set_head_changed_hook([&](const TimerList&, Nanos deadline, Nanos) {
+    ++hooks;
+    last_deadline = deadline;
+  });
   Timer a(list, "a", [](const Timer::Expiry&) {});
   Timer b(list, "b", [](const Timer::Expiry&) {});
   a.arm_at(10ns);
@@ -138,6 +142,7 @@ TEST(TimerListTest, HeadChangedHookOnlyWhenArmBecomesHead) {
   EXPECT_EQ(hooks, 1);
   b.arm_at(5ns);  // earlier: new head
   EXPECT_EQ(hooks, 2);
+  EXPECT_EQ(last_deadline, 5ns);
 }
 
 TEST(TimerListTest, DestroyedTimerLeavesList) {
