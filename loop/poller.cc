@@ -1,5 +1,6 @@
 #include "loop/poller.h"
 
+#include "loop/auto_poller.h"
 #include "loop/epoll_poller.h"
 #include "loop/ppoll_poller.h"
 
@@ -28,7 +29,7 @@ std::unique_ptr<Poller> make_poller(PollerKind kind) {
     case PollerKind::kPpoll: return std::make_unique<PpollPoller>();
     case PollerKind::kEpoll: return std::make_unique<EpollPoller>(false);
     case PollerKind::kTimerfdEpoll: return std::make_unique<EpollPoller>(true);
-    case PollerKind::kAuto: return nullptr;  // TODO(#4): measured switch
+    case PollerKind::kAuto: return std::make_unique<AutoPoller>();
   }
   return nullptr;
 }
