@@ -45,7 +45,8 @@ void validate(const AutoPollerOptions& o) {
   if (o.sample_every == 0 || o.trial_interval == 0 || o.max_trial_interval < o.trial_interval ||
       o.trial_waits == 0 || o.trial_waits > 64 || o.abort_after == 0 ||
       o.abort_after > o.trial_waits || o.hysteresis < 0 || o.hysteresis >= 1 ||
-      o.abort_ratio <= 1 || o.decision_log_size == 0) {
+      o.abort_ratio <= 1 || o.decision_log_size == 0 || o.trial_budget <= 0 ||
+      o.budget_interval_cap < o.max_trial_interval) {
     throw std::invalid_argument("AutoPollerOptions out of range");
   }
 }
@@ -227,8 +228,13 @@ void AutoPoller::decide(Nanos other_cost, bool aborted) {
     ++counters_.switches;
     interval_ = options_.trial_interval;  // confirm a switch soon
   } else {
-    interval_ = static_cast<std::uint32_t>(
-        std::min<std::uint64_t>(std::uint64_t{interval_} * 2, options_.max_trial_interval));
+    const double doubled =
+        std::min<double>(2.0 * interval_, static_cast<double>(options_.max_trial_interval));
+    // What this trial cost beyond staying put, in units of the active backend's waits.
+    const double extra = std::max(oth - cur, 0.0) * static_cast<double>(window_len_);
+    const double budgeted = std::min(extra / (options_.trial_budget * cur),
+                                     static_cast<double>(options_.budget_interval_cap));
+    interval_ = static_cast<std::uint32_t>(std::max(doubled, budgeted));
   }
   d.to = kind_of(active_);
 

@@ -14,7 +14,8 @@
 // are compared. A trial that the other backend is clearly losing (its first waits all cost more
 // than `abort_ratio` times the reference) ends early. A trial that keeps the backend doubles the
 // interval to the next one (up to `max_trial_interval`); a switch, or the fd count doubling or
-// halving since the last decision, brings the next trial back to `trial_interval`.
+// halving since the last decision, brings the next trial back to `trial_interval`. A trial that
+// costs much (ppoll at a thousand fds) is also spaced out to stay within `trial_budget`.
 //
 // Threads: loop thread only, like every Poller (stats() and decisions() included).
 #pragma once
@@ -33,13 +34,19 @@
 namespace minivmm::loop {
 
 struct AutoPollerOptions {
-  std::uint32_t sample_every = 256;          // steady state: measure one wait in this many
+  std::uint32_t sample_every = 1024;         // steady state: measure one wait in this many
   std::uint32_t trial_interval = 1024;       // waits between trials, after a switch or start
   std::uint32_t max_trial_interval = 1u << 16;  // ceiling of the doubling while nothing changes
+  // A kept trial whose extra cost (its waits on the losing backend) would exceed this fraction
+  // of the active backend's wait time until the next trial pushes the next trial out further,
+  // past max_trial_interval up to budget_interval_cap: at 1024 fds one ppoll wait costs as much
+  // as hundreds of epoll waits.
+  double trial_budget = 0.005;
+  std::uint32_t budget_interval_cap = 1u << 22;
   std::uint32_t trial_waits = 16;            // measured waits per window (reference and trial)
   double hysteresis = 0.05;                  // switch only if other < (1 - hysteresis) x current
   double abort_ratio = 2.0;                  // end a trial early when the other is this much worse
-  std::uint32_t abort_after = 4;             // ...judged on this many of its first waits
+  std::uint32_t abort_after = 2;             // ...judged on the cheapest of its first waits
   std::size_t fd_change_min = 16;            // ignore fd-count changes smaller than this
   std::size_t decision_log_size = 64;        // decisions() keeps the most recent ones
 };

@@ -80,6 +80,8 @@ AutoPollerOptions small_options() {
   o.hysteresis = 0.10;
   o.fd_change_min = 8;
   o.decision_log_size = 4;
+  o.trial_budget = 1.0;  // out of the way of the interval arithmetic; tested on its own
+  o.budget_interval_cap = 512;
   return o;
 }
 
@@ -179,6 +181,17 @@ TEST_F(AutoPolicyTest, AbortsATrialTheOtherIsClearlyLosing) {
   EXPECT_EQ(poller_->decisions().back().reason, AutoReason::kTrialAborted);
   EXPECT_EQ(poller_->stats().aborted_trials, 1u);
   EXPECT_EQ(log_.epoll, 2u);
+}
+
+TEST_F(AutoPolicyTest, AnExpensiveTrialIsSpacedOutToStayWithinItsBudget) {
+  AutoPollerOptions o = small_options();
+  o.trial_budget = 0.01;
+  o.budget_interval_cap = 1u << 20;
+  make(fixed(100ns, 1000ns), o);
+  spin(64 + 4 + 2);
+  ASSERT_EQ(poller_->stats().aborted_trials, 1u);
+  // 2 waits at 900 ns extra = 1800 ns, which must be 1% of the next interval's waits at 100 ns.
+  EXPECT_EQ(poller_->stats().trial_interval, 1800u);
 }
 
 TEST_F(AutoPolicyTest, SwitchesBackAndForthAsTheFdCountCrossesOver) {
