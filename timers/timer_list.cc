@@ -55,12 +55,8 @@ Nanos TimerList::head_period() const {
 std::size_t TimerList::run_expired(Nanos now) {
   // Snapshot the due timers first (libuv's ready queue): what callbacks arm lands in the next
   // pass, so a callback re-arming for the past cannot starve the loop.
-  struct Due {
-    Timer* timer;
-    std::uint64_t seq;
-    Nanos deadline;
-  };
-  std::vector<Due> due;
+  std::vector<Due>& due = due_;  // kept between passes: no allocation per tick
+  due.clear();
   {
     std::lock_guard lock(mu_);
     for (Timer* t : pending_) {

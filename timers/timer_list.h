@@ -65,6 +65,12 @@ class TimerList {
 
   mutable std::mutex mu_;
   std::vector<Timer*> pending_;  // sorted by (deadline, seq); guarded by mu_
+  struct Due {
+    Timer* timer;
+    std::uint64_t seq;
+    Nanos deadline;
+  };
+  std::vector<Due> due_;  // run_expired()'s snapshot; loop thread only
   std::uint64_t next_seq_ = 0;   // guarded by mu_
 };
 

@@ -11,14 +11,16 @@
 
 namespace minivmm::vmm {
 
-// The ioctl numbers of the two CPUID calls encode sizeof(struct kvm_cpuid2), which is 8 in C but
-// 12 when g++ compiles the header (its zero-length entries[] array of 40-byte, 4-aligned
-// structs is laid out differently), and KVM rejects the mismatch with EINVAL. Spell them out with
-// the kernel's size.
+// The ioctl numbers of the CPUID and MSR calls encode sizeof(struct kvm_cpuid2/kvm_msrs),
+// which is 8 in C but 12 in C++: the uapi __DECLARE_FLEX_ARRAY macro wraps the array in a
+// struct with an empty member, and an empty struct has size 1 in C++. KVM rejects the mismatch
+// with EINVAL, so spell the numbers out with the kernel's size.
 inline constexpr unsigned long kKvmCpuid2HeaderSize = 8;
 inline constexpr unsigned long kKvmGetSupportedCpuid =
     _IOC(_IOC_READ | _IOC_WRITE, KVMIO, 0x05, kKvmCpuid2HeaderSize);
 inline constexpr unsigned long kKvmSetCpuid2 = _IOC(_IOC_WRITE, KVMIO, 0x90, kKvmCpuid2HeaderSize);
+// struct kvm_msrs has the same flex-array header (nmsrs, pad).
+inline constexpr unsigned long kKvmSetMsrs = _IOC(_IOC_WRITE, KVMIO, 0x89, kKvmCpuid2HeaderSize);
 
 class Kvm {
  public:

@@ -299,6 +299,8 @@ RunReport Machine::collect_report() const {
     r.devices["unmapped_ports"] = unmapped;
   }
   const VcpuStats vs = vcpu_->stats();
+  r.kvm_run_calls = vs.kvm_run_calls;
+  r.console_writes = console_sink_.stats().writes;
   for (std::size_t i = 0; i < vs.exits.size(); ++i) {
     r.kvm_exits[std::string(vcpu_exit_name(static_cast<VcpuExit>(i)))] = vs.exits[i];
   }

@@ -58,6 +58,8 @@ struct RunReport {
   std::uint64_t involuntary_ctx_switches = 0;
 
   std::map<std::string, std::uint64_t> loop_syscalls;  // the VMM's own count, by kind
+  std::uint64_t kvm_run_calls = 0;    // vCPU thread: ioctl(KVM_RUN)
+  std::uint64_t console_writes = 0;   // vCPU/loop thread: write(2) of guest console output
   std::map<std::string, std::uint64_t> kvm_exits;      // by reason
   std::map<std::string, nlohmann::json> devices;       // per-device stats
 

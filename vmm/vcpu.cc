@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 
@@ -130,6 +131,26 @@ void Vcpu::configure(const X86BootState& st, const std::vector<kvm_cpuid_entry2>
   regs.rflags = st.rflags;
   if (::ioctl(fd_.get(), KVM_SET_REGS, &regs) < 0) fail("KVM_SET_REGS");
 
+  // MSRs a PC firmware leaves set (Firecracker's boot MSRs): memory type write-back through
+  // MTRRdefType (at reset MTRRs are off, so every access would be uncached) and fast strings.
+  {
+    constexpr std::uint32_t kMsrIa32MiscEnable = 0x1a0;
+    constexpr std::uint32_t kMsrMtrrDefType = 0x2ff;
+    // The kernel's layout: u32 nmsrs, u32 pad, then the entries (see kKvmSetMsrs).
+    struct BootMsrs {
+      std::uint32_t nmsrs;
+      std::uint32_t pad;
+      kvm_msr_entry entries[2];
+    } msrs{};
+    static_assert(offsetof(BootMsrs, entries) == kKvmCpuid2HeaderSize);
+    msrs.nmsrs = 2;
+    msrs.entries[0].index = kMsrIa32MiscEnable;
+    msrs.entries[0].data = 1;  // fast-string enable
+    msrs.entries[1].index = kMsrMtrrDefType;
+    msrs.entries[1].data = (1u << 11) | 6;  // MTRRs enabled, default type WB
+    if (::ioctl(fd_.get(), kKvmSetMsrs, &msrs) != 2) fail("KVM_SET_MSRS");
+  }
+
   kvm_fpu fpu{};
   fpu.fcw = 0x37f;     // x87 default control word after FNINIT
   fpu.mxcsr = 0x1f80;  // all SSE exceptions masked, as after reset
@@ -198,6 +219,7 @@ VcpuStats Vcpu::stats() const noexcept {
   VcpuStats s;
   for (std::size_t i = 0; i < s.exits.size(); ++i) s.exits[i] = exits_[i].load(std::memory_order_relaxed);
   s.unmapped_mmio = unmapped_mmio_.load(std::memory_order_relaxed);
+  s.kvm_run_calls = kvm_run_calls_.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -220,6 +242,7 @@ void Vcpu::thread_main() {
     __atomic_store_n(&run_->immediate_exit, 0, __ATOMIC_SEQ_CST);
     // A kick between the checks above and here set immediate_exit again: re-check.
     if (stop_ || pause_requested_) continue;
+    kvm_run_calls_.fetch_add(1, std::memory_order_relaxed);
     const int r = ::ioctl(fd_.get(), KVM_RUN, 0);
     if (r < 0) {
       if (errno == EINTR || errno == EAGAIN) {

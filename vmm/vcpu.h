@@ -46,6 +46,7 @@ std::string_view vcpu_exit_name(VcpuExit e) noexcept;
 struct VcpuStats {
   std::array<std::uint64_t, static_cast<std::size_t>(VcpuExit::kCount)> exits{};
   std::uint64_t unmapped_mmio = 0;
+  std::uint64_t kvm_run_calls = 0;  // ioctl(KVM_RUN): the vCPU thread's syscalls
 };
 
 class Vcpu {
@@ -107,6 +108,7 @@ class Vcpu {
 
   std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(VcpuExit::kCount)> exits_{};
   std::atomic<std::uint64_t> unmapped_mmio_{0};
+  std::atomic<std::uint64_t> kvm_run_calls_{0};
 };
 
 }  // namespace minivmm::vmm

@@ -1,0 +1,244 @@
+#!/usr/bin/env python3
+"""Profiles an idle guest: what each host-alarm backend (and KVM's in-kernel PIT, and QEMU)
+costs the host per guest tick, measured side by side in one run.
+
+For every configuration it boots the bundled guest idle (timer=pit hz=HZ ticks=0), waits until
+the guest has printed its banner (so boot and firmware time are excluded), then measures a
+steady-state window of SECONDS with
+
+  * perf stat -p PID: raw_syscalls:sys_enter (every syscall of every thread, untraced),
+    context-switches and task-clock (host CPU), and
+  * strace -c -f -p PID over a second window of the same length (strace slows each syscall,
+    so its counts are higher; it gives the per-syscall table).
+
+Guest ticks in a window are HZ * SECONDS; for minivmm's own PIT the VMM's --stats JSON gives
+the exact count, lost ticks, clock reads and its own syscall counts. Prints Markdown.
+
+Usage: scripts/profile_idle.py [--hz 250] [--seconds 10] [--no-qemu] [--no-strace]
+       [--build build] [--configs NAME,...]
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def minivmm_cmd(build, hz, pit, alarm, poll, stats):
+    return [os.path.join(build, "vmm", "minivmm"), "run",
+            "--kernel", os.path.join(build, "guest", "minivmm-guest.bin"),
+            "--cmdline", f"timer=pit hz={hz} ticks=0", "--pit", pit, "--alarm", alarm,
+            "--poll", poll, "--stats", stats, "--quiet", "--no-console-input"]
+
+
+def qemu_cmd(build, hz, irqchip):
+    return ["qemu-system-x86_64", "-accel", f"kvm,kernel-irqchip={irqchip}", "-m", "64",
+            "-nodefaults", "-no-user-config", "-display", "none", "-serial", "stdio",
+            "-no-reboot", "-device", "isa-debug-exit,iobase=0xf4,iosize=4",
+            "-kernel", os.path.join(build, "guest", "minivmm-guest.bin"),
+            "-append", f"timer=pit hz={hz} ticks=0"]
+
+
+def configs(build, hz, tmp):
+    out = []
+    for alarm, poll in [("ppoll", "ppoll"), ("ppoll", "epoll"), ("timerfd", "epoll"),
+                        ("dynticks", "epoll"), ("periodic", "epoll")]:
+        name = f"minivmm pit=user alarm={alarm} poll={poll}"
+        stats = os.path.join(tmp, f"{alarm}-{poll}.json")
+        out.append((name, minivmm_cmd(build, hz, "user", alarm, poll, stats), stats))
+    stats = os.path.join(tmp, "kvm.json")
+    out.append(("minivmm pit=kvm", minivmm_cmd(build, hz, "kvm", "ppoll", "ppoll", stats), stats))
+    out.append(("qemu kernel-irqchip=split (user PIT)", qemu_cmd(build, hz, "split"), None))
+    out.append(("qemu kernel-irqchip=on (KVM PIT)", qemu_cmd(build, hz, "on"), None))
+    return out
+
+
+def wait_for_banner(path, proc, timeout=120):
+    end = time.time() + timeout
+    while time.time() < end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"exited early with {proc.returncode}")
+        try:
+            with open(path, "rb") as f:
+                if b"minivmm-guest:" in f.read():
+                    return
+        except FileNotFoundError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError("guest banner never appeared")
+
+
+def perf_window(pid, seconds):
+    res = subprocess.run(["perf", "stat", "-x", ",", "-e",
+                          "raw_syscalls:sys_enter,context-switches,task-clock", "-p", str(pid),
+                          "--", "sleep", str(seconds)], capture_output=True, text=True)
+    vals = {}
+    for line in res.stderr.splitlines():
+        parts = line.split(",")
+        if len(parts) > 3 and parts[0] and parts[0][0].isdigit():
+            vals[parts[2]] = float(parts[0])
+    return vals
+
+
+def strace_window(pid, seconds):
+    proc = subprocess.Popen(["strace", "-c", "-f", "-p", str(pid)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    time.sleep(seconds)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    table = {}
+    for line in err.splitlines():
+        m = re.match(r"\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)\s*$", line)
+        if m and m.group(2) != "total":
+            table[m.group(2)] = int(m.group(1))
+    return table
+
+
+def measure(name, cmd, stats, hz, seconds, do_strace, tmp):
+    out_path = os.path.join(tmp, re.sub(r"\W+", "_", name) + ".out")
+    with open(out_path, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL,
+                                stdin=subprocess.DEVNULL)
+    try:
+        wait_for_banner(out_path, proc)
+        time.sleep(0.3)  # let the guest program its timer
+        perf = perf_window(proc.pid, seconds)
+        st = strace_window(proc.pid, seconds) if do_strace else {}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    report = None
+    if stats and os.path.exists(stats):
+        with open(stats) as f:
+            report = json.load(f)
+    ticks = hz * seconds
+    return {"name": name, "perf": perf, "strace": st, "ticks": ticks, "report": report}
+
+
+def fmt(v, digits=2):
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--hz", type=int, default=250)
+    ap.add_argument("--seconds", type=int, default=10)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--no-qemu", action="store_true")
+    ap.add_argument("--no-strace", action="store_true")
+    ap.add_argument("--configs", default="", help="comma-separated substrings to select")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="rounds over all configurations; CPU and context switches are medians "
+                         "(this host is a noisy VM: compare ratios within one run)")
+    args = ap.parse_args()
+
+    if args.hz < 19 or args.hz > 10000 or args.seconds < 1 or args.seconds > 3600:
+        sys.exit("profile_idle: --hz must be 19..10000 and --seconds 1..3600")
+    for tool in ["perf", "strace"]:
+        if not shutil.which(tool):
+            sys.exit(f"profile_idle: {tool} not found (scripts/setup.sh installs it)")
+    have_qemu = shutil.which("qemu-system-x86_64") is not None
+    if not args.no_qemu and not have_qemu:
+        print("profile_idle: qemu-system-x86_64 not found; install qemu-system-x86 for the "
+              "QEMU columns (skipping them)", file=sys.stderr)
+
+    tmp = tempfile.mkdtemp(prefix="minivmm-profile-")
+    selected = [c for c in configs(args.build, args.hz, tmp)
+                if not (c[0].startswith("qemu") and (args.no_qemu or not have_qemu))
+                and (not args.configs or any(s in c[0] for s in args.configs.split(",")))]
+    # Rounds interleave the configurations, so a slow patch of the host hits all of them alike.
+    runs = {name: [] for name, _, _ in selected}
+    for rnd in range(max(1, args.repeat)):
+        for name, cmd, stats in selected:
+            print(f"profile_idle: round {rnd + 1}: {name} ...", file=sys.stderr)
+            runs[name].append(measure(name, cmd, stats, args.hz, args.seconds,
+                                      not args.no_strace and rnd == 0, tmp))
+    rows = []
+    for name, _, _ in selected:
+        rs = runs[name]
+        med = {}
+        for key in ["raw_syscalls:sys_enter", "context-switches", "task-clock"]:
+            vals = sorted(r["perf"][key] for r in rs if key in r["perf"])
+            if vals:
+                med[key] = vals[len(vals) // 2]
+        rows.append({"name": name, "perf": med, "strace": rs[0]["strace"],
+                     "ticks": rs[0]["ticks"], "report": rs[-1]["report"],
+                     "cpu_all": [r["perf"].get("task-clock", 0) * 1000 / r["ticks"] for r in rs]})
+
+    print(f"## Idle guest at {args.hz} Hz, {args.seconds} s steady-state window, "
+          f"median of {max(1, args.repeat)} interleaved rounds\n")
+    print("Per guest tick (ticks = Hz x seconds). Syscalls: perf raw_syscalls:sys_enter, all "
+          "threads, untraced; strace: the same under `strace -c -f`.\n")
+    print("| configuration | syscalls/tick | strace syscalls/tick | timer_settime+timerfd_settime/tick "
+          "| timer_gettime | ctx switches/tick | CPU us/tick |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        t = r["ticks"]
+        p = r["perf"]
+        st = r["strace"]
+        sys_t = p.get("raw_syscalls:sys_enter")
+        cs = p.get("context-switches")
+        cpu_ms = p.get("task-clock")
+        st_total = sum(st.values()) if st else None
+        settime = (st.get("timer_settime", 0) + st.get("timerfd_settime", 0)) if st else None
+        print(f"| {r['name']} | {fmt(sys_t / t if sys_t is not None else None)} | "
+              f"{fmt(st_total / t if st_total else None)} | "
+              f"{fmt(settime / t if settime is not None else None, 3)} | "
+              f"{st.get('timer_gettime', 0) if st else '-'} | "
+              f"{fmt(cs / t if cs is not None else None)} | "
+              f"{fmt(cpu_ms * 1000 / t if cpu_ms is not None else None, 1)} |")
+
+    qemu_split = next((r for r in rows if "split" in r["name"]), None)
+    if qemu_split and qemu_split["perf"].get("task-clock"):
+        base = qemu_split["perf"]["task-clock"]
+        print("\nCPU per tick relative to QEMU split in the same run (median; every round: "
+              "us/tick):\n")
+        for r in rows:
+            c = r["perf"].get("task-clock")
+            if c:
+                rounds = ", ".join(f"{v:.0f}" for v in r["cpu_all"])
+                print(f"- {r['name']}: {c / base:.2f} x ({rounds})")
+
+    print("\n### minivmm's own counters (last round, whole run, from --stats)\n")
+    print("| configuration | ticks injected | lost | hz measured | loop syscalls/tick | "
+          "clock reads/iteration | alarm arms | arms skipped | false wakeups |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        rep = r["report"]
+        if not rep:
+            continue
+        g, lp = rep["guest"], rep["loop"]
+        sys_total = sum(rep["loop_syscalls"].values())
+        ticks = g["ticks_injected"]
+        it = lp["iterations"] or 1
+        print(f"| {r['name']} | {ticks if ticks is not None else 'in KVM'} | "
+              f"{g['ticks_lost'] if g['ticks_lost'] is not None else '-'} | "
+              f"{fmt(g['hz_measured'])} | {fmt(sys_total / ticks if ticks else None)} | "
+              f"{fmt(lp['clock_reads'] / it)} | {lp['alarm_arms']} | "
+              f"{lp['alarm_arms_skipped']} | {lp['false_wakeups']} |")
+
+    if any(r["strace"] for r in rows):
+        print("\n### strace -c -f, calls per syscall in the window\n")
+        names = sorted({k for r in rows for k in r["strace"]})
+        print("| syscall | " + " | ".join(r["name"] for r in rows) + " |")
+        print("|---|" + "---|" * len(rows))
+        for n in names:
+            print(f"| {n} | " + " | ".join(str(r["strace"].get(n, 0)) for r in rows) + " |")
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
