@@ -33,6 +33,7 @@ struct Config {
   CpuModel cpu = CpuModel::kBaseline;
   std::vector<std::string> cpuid_mask;
   std::string api_socket;
+  bool irq_inject_ioctl = false;  // PIT ticks through KVM_IRQ_LINE instead of an irqfd
   bool console_input = true;  // forward stdin to COM1
   bool interactive = false;   // raw terminal; Ctrl-A x quits
 };

@@ -12,7 +12,8 @@
 
 namespace minivmm::vmm {
 
-KvmIrqLine::KvmIrqLine(const Vm& vm, std::uint32_t gsi) : vm_(vm), gsi_(gsi) {
+KvmIrqLine::KvmIrqLine(const Vm& vm, std::uint32_t gsi, IrqInject inject)
+    : vm_(vm), gsi_(gsi), inject_(inject) {
   irqfd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!irqfd_.valid()) {
     throw VmmError(ExitCode::kHostFailure, std::string("eventfd: ") + std::strerror(errno));
@@ -25,6 +26,11 @@ KvmIrqLine::~KvmIrqLine() { vm_.remove_irqfd(irqfd_.get(), gsi_); }
 void KvmIrqLine::set_level(bool asserted) noexcept { vm_.irq_line(gsi_, asserted); }
 
 void KvmIrqLine::pulse() noexcept {
+  if (inject_ == IrqInject::kIoctl) {
+    vm_.irq_line(gsi_, true);
+    vm_.irq_line(gsi_, false);
+    return;
+  }
   const std::uint64_t one = 1;
   timers::loop_syscalls().add(timers::Syscall::kWrite);
   [[maybe_unused]] const ssize_t n = ::write(irqfd_.get(), &one, sizeof one);

@@ -12,9 +12,14 @@
 
 namespace minivmm::vmm {
 
+// How pulse() reaches KVM. irqfd: one eventfd write, but KVM cannot inject into the PIC from
+// the eventfd's wakeup context, so a kernel worker thread does it (a hop outside this process).
+// ioctl: KVM_IRQ_LINE up and down from the calling thread: two syscalls, no hop.
+enum class IrqInject { kIrqfd, kIoctl };
+
 class KvmIrqLine final : public devices::IrqLine {
  public:
-  KvmIrqLine(const Vm& vm, std::uint32_t gsi);
+  KvmIrqLine(const Vm& vm, std::uint32_t gsi, IrqInject inject = IrqInject::kIrqfd);
   ~KvmIrqLine() override;
   KvmIrqLine(const KvmIrqLine&) = delete;
   KvmIrqLine& operator=(const KvmIrqLine&) = delete;
@@ -26,6 +31,7 @@ class KvmIrqLine final : public devices::IrqLine {
  private:
   const Vm& vm_;
   const std::uint32_t gsi_;
+  const IrqInject inject_;
   UniqueFd irqfd_;
 };
 

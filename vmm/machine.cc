@@ -67,7 +67,7 @@ Machine::Machine(Config config)
       loop_(std::make_unique<loop::EventLoop>(make_loop_poller(config_), *dynticks_)),
       kvm_(),
       vm_(kvm_, config_.memory_bytes),
-      irq0_(vm_, kIrqPit),
+      irq0_(vm_, kIrqPit, config_.irq_inject_ioctl ? IrqInject::kIoctl : IrqInject::kIrqfd),
       irq4_(vm_, kIrqCom1),
       irq8_(vm_, kIrqRtc),
       uart_(irq4_, console_sink_, &rt_timers_),

@@ -110,6 +110,12 @@ int main(int argc, char** argv) {
   run->add_option("--api-socket", c.api_socket, "control socket path");
   run->add_flag("--interactive", c.interactive,
                 "raw terminal for the guest console (Ctrl-A x quits, Ctrl-A Ctrl-A sends Ctrl-A)");
+  std::string irq_inject = "irqfd";
+  run->add_option("--irq-inject", irq_inject,
+                  "how PIT ticks reach KVM: irqfd (1 syscall, a kernel worker injects) or ioctl "
+                  "(KVM_IRQ_LINE up and down: 2 syscalls, injected by the loop thread)")
+      ->check(CLI::IsMember({"irqfd", "ioctl"}))
+      ->capture_default_str();
   bool no_input = false;
   run->add_flag("--no-console-input", no_input, "do not forward stdin to the guest's COM1");
 
@@ -143,6 +149,7 @@ int main(int argc, char** argv) {
   c.cpu = *minivmm::vmm::parse_cpu_model(cpu);
   if (duration > 0) c.duration_s = duration;
   c.console_input = !no_input;
+  c.irq_inject_ioctl = irq_inject == "ioctl";
   if (timer_slack > 0) c.timer_slack_ns = timer_slack;
 
   try {
