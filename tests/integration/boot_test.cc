@@ -71,6 +71,12 @@ TEST_P(BootTest, GuestTicksAtRequestedRateAndExitsThroughDebugExit) {
     EXPECT_LE(injected, static_cast<std::uint64_t>(c.ticks + 2 + c.hz / 100));
     EXPECT_EQ(s["guest"]["ticks_lost"].get<std::uint64_t>(), 0u);
   }
+  if (c.timer == "rtc") {
+    // Each periodic interrupt the guest counted was raised by minivmm's RTC.
+    const auto irqs = s["devices"]["rtc"]["periodic_irqs"].get<std::uint64_t>();
+    EXPECT_GE(irqs, static_cast<std::uint64_t>(c.ticks));
+    EXPECT_LE(irqs, static_cast<std::uint64_t>(c.ticks + 2 + c.hz / 100));
+  }
   EXPECT_EQ(s["exit"]["code"].get<int>(), kGuestSuccess);
 }
 
@@ -80,6 +86,9 @@ INSTANTIATE_TEST_SUITE_P(
                       BootCase{"pit", "kvm", "timerfd", "epoll", 250, 250},
                       BootCase{"lapic", "user", "timerfd", "epoll", 250, 250},
                       BootCase{"lapic", "kvm", "timerfd", "epoll", 250, 250},
+                      // The RTC's periodic interrupt runs at powers of two only.
+                      BootCase{"rtc", "user", "timerfd", "epoll", 256, 256},
+                      BootCase{"rtc", "user", "ppoll", "ppoll", 1024, 1024},
                       BootCase{"pit", "user", "timerfd", "epoll", 1000, 1000}),
     case_name);
 
