@@ -61,7 +61,15 @@ bool Dynticks::run_timers(bool alarm_fired) {
     ran += list->run_expired(list->clock().from_monotonic(now_));
   }
   stats_.timers_run += ran;
-  if (alarm_fired && ran == 0) ++stats_.false_wakeups;
+  if (alarm_fired && ran == 0) {
+    // Woken at or after the armed deadline with nothing to run: the timer it was armed for
+    // went away (a cancel from another thread does not re-arm). Woken before it: false.
+    if (armed_ && now_ >= target_) {
+      ++stats_.cancelled_wakeups;
+    } else {
+      ++stats_.false_wakeups;
+    }
+  }
   return update_alarm();
 }
 

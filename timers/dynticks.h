@@ -39,7 +39,8 @@ struct DynticksStats {
   std::uint64_t disarms = 0;
   std::uint64_t clamped = 0;        // deadlines pushed out to min_delta
   std::uint64_t alarm_wakeups = 0;  // passes triggered by the alarm firing
-  std::uint64_t false_wakeups = 0;  // ...of which ran no timer at all
+  std::uint64_t false_wakeups = 0;  // ...that came before anything was due (nothing ran)
+  std::uint64_t cancelled_wakeups = 0;  // ...for a timer cancelled or moved after the arm
   std::uint64_t late_ns_total = 0;  // how late the alarm passes ran after the armed deadline
   std::uint64_t late_ns_max = 0;
   std::uint64_t alarm_failures = 0;

@@ -249,6 +249,7 @@ RunReport Machine::collect_report() const {
   r.alarm_disarms = ds.disarms;
   r.alarm_wakeups = ds.alarm_wakeups;
   r.false_wakeups = ds.false_wakeups;
+  r.cancelled_wakeups = ds.cancelled_wakeups;
   r.clamped_deadlines = ds.clamped;
   r.clock_reads = timers::clock_read_counter().load();
   if (ds.alarm_wakeups) {

@@ -31,7 +31,8 @@ nlohmann::json RunReport::to_json() const {
                {"timer_passes", timer_passes},    {"timers_run", timers_run},
                {"alarm_arms", alarm_arms},        {"alarm_arms_skipped", alarm_arms_skipped},
                {"alarm_disarms", alarm_disarms},  {"alarm_wakeups", alarm_wakeups},
-               {"false_wakeups", false_wakeups},  {"clamped_deadlines", clamped_deadlines},
+               {"false_wakeups", false_wakeups},
+               {"cancelled_wakeups", cancelled_wakeups},  {"clamped_deadlines", clamped_deadlines},
                {"clock_reads", clock_reads},      {"alarm_late_us_avg", alarm_late_us_avg},
                {"alarm_late_us_max", alarm_late_us_max},
                {"timer_slack_ns", opt(timer_slack_ns)}};

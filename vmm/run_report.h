@@ -45,6 +45,7 @@ struct RunReport {
   std::uint64_t alarm_disarms = 0;
   std::uint64_t alarm_wakeups = 0;
   std::uint64_t false_wakeups = 0;
+  std::uint64_t cancelled_wakeups = 0;
   std::uint64_t clamped_deadlines = 0;
   std::uint64_t clock_reads = 0;  // every host clock read the process made
   double alarm_late_us_avg = 0;

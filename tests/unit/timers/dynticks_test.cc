@@ -116,6 +116,21 @@ TEST(DynticksTest, AlarmWakeupWithNothingDueIsAFalseWakeup) {
   EXPECT_EQ(f.dynticks.stats().false_wakeups, 1u);
 }
 
+TEST(DynticksTest, WakeupForACancelledTimerIsNotFalse) {
+  Fixture f;
+  Timer t(f.vm_list, "t", [](const Timer::Expiry&) {});
+  Timer later(f.vm_list, "later", [](const Timer::Expiry&) {});
+  t.arm_at(1s + 2ms);
+  later.arm_at(1s + 9ms);
+  ASSERT_TRUE(f.dynticks.rearm());
+  t.cancel();  // e.g. from a vCPU thread: the alarm stays armed for 2 ms
+  f.host.set(1s + 2ms);
+  ASSERT_TRUE(f.dynticks.run_timers(true));
+  EXPECT_EQ(f.dynticks.stats().false_wakeups, 0u);
+  EXPECT_EQ(f.dynticks.stats().cancelled_wakeups, 1u);
+  EXPECT_EQ(f.dynticks.deadline(), 1s + 9ms);
+}
+
 TEST(DynticksTest, ReadsTheClockOncePerPass) {
   Fixture f;
   Timer a(f.vm_list, "a", [](const Timer::Expiry&) {});
