@@ -1,0 +1,169 @@
+#include "loop/json_line_channel.h"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <system_error>
+
+namespace minivmm::loop {
+
+std::string_view channel_close_name(ChannelClose why) noexcept {
+  switch (why) {
+    case ChannelClose::kPeerClosed: return "peer closed";
+    case ChannelClose::kLineTooLong: return "line too long";
+    case ChannelClose::kOutputOverflow: return "output overflow";
+    case ChannelClose::kIoError: return "I/O error";
+    case ChannelClose::kLocal: return "closed locally";
+  }
+  return "?";
+}
+
+JsonLineChannel::JsonLineChannel(EventLoop& loop, int fd, JsonLineLimits limits,
+                                 Handlers handlers)
+    : loop_(loop), fd_(fd), limits_(limits), handlers_(std::move(handlers)) {
+  const int flags = fcntl(fd_, F_GETFL);
+  if (flags < 0 || fcntl(fd_, F_SETFL, flags | O_NONBLOCK) < 0) {
+    const int err = errno;
+    ::close(fd_);
+    fd_ = -1;
+    throw std::system_error(err, std::generic_category(), "fcntl(O_NONBLOCK)");
+  }
+  try {
+    // A hang-up may arrive together with the last requests: read them before closing.
+    loop_.watch(fd_, kReadable,
+                FdHandlers{[this] { on_readable(); }, [this] { on_writable(); },
+                           [this] { on_readable(); }});
+  } catch (...) {
+    ::close(fd_);
+    fd_ = -1;
+    throw;
+  }
+}
+
+JsonLineChannel::~JsonLineChannel() {
+  if (fd_ >= 0) {
+    loop_.unwatch(fd_);
+    ::close(fd_);
+  }
+}
+
+void JsonLineChannel::close() { shut(ChannelClose::kLocal); }
+
+void JsonLineChannel::shut(ChannelClose why) {
+  if (fd_ < 0) return;
+  loop_.unwatch(fd_);
+  ::close(fd_);
+  fd_ = -1;
+  in_.clear();
+  out_.clear();
+  out_pos_ = 0;
+  if (handlers_.closed) handlers_.closed(why);  // last: it may destroy this channel
+}
+
+void JsonLineChannel::on_readable() {
+  std::weak_ptr<bool> alive = alive_;
+  char buf[4096];
+  std::size_t total = 0;
+  while (fd_ >= 0 && total < limits_.max_read_per_event) {
+    const ssize_t n = ::read(fd_, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      shut(ChannelClose::kIoError);
+      return;
+    }
+    if (n == 0) {
+      // Replies the socket would not take now can never be read after our close: one last try.
+      if (!flush()) return;  // closed (and maybe destroyed) on a write error
+      shut(ChannelClose::kPeerClosed);
+      return;
+    }
+    total += static_cast<std::size_t>(n);
+    in_.append(buf, static_cast<std::size_t>(n));
+
+    std::size_t start = 0;
+    for (std::size_t nl; (nl = in_.find('\n', start)) != std::string::npos; start = nl + 1) {
+      if (nl - start > limits_.max_line) break;  // overlong, even though it ended
+      // Copy out: a handler may destroy this channel, and in_ with it.
+      const std::string line = in_.substr(start, nl - start);
+      if (!handle_line(line)) return;
+      if (alive.expired()) return;
+    }
+    in_.erase(0, start);
+    if (in_.find('\n') != std::string::npos || in_.size() > limits_.max_line) {
+      // An overlong line: say so (best effort) and hang up.
+      if (handlers_.overlong) handlers_.overlong(limits_.max_line);
+      if (alive.expired()) return;
+      shut(ChannelClose::kLineTooLong);
+      return;
+    }
+  }
+}
+
+bool JsonLineChannel::handle_line(std::string_view line) {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  if (line.find_first_not_of(" \t") == std::string_view::npos) return true;
+  std::weak_ptr<bool> alive = alive_;
+  nlohmann::json parsed;
+  std::string error;
+  try {
+    parsed = nlohmann::json::parse(line);
+  } catch (const nlohmann::json::parse_error& e) {
+    error = e.what();
+  }
+  if (error.empty()) {
+    if (handlers_.message) handlers_.message(std::move(parsed));
+  } else if (handlers_.bad_line) {
+    handlers_.bad_line(error);
+  }
+  return !alive.expired() && fd_ >= 0;
+}
+
+void JsonLineChannel::send(const nlohmann::json& message) {
+  if (fd_ < 0) return;
+  out_ += message.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  out_ += '\n';
+  if (pending_output() > limits_.max_output) {
+    shut(ChannelClose::kOutputOverflow);
+    return;
+  }
+  if (flush()) update_interest();
+}
+
+bool JsonLineChannel::flush() {
+  while (out_pos_ < out_.size()) {
+    const ssize_t n = ::send(fd_, out_.data() + out_pos_, out_.size() - out_pos_,
+                             MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      shut(ChannelClose::kIoError);
+      return false;
+    }
+    out_pos_ += static_cast<std::size_t>(n);
+  }
+  if (out_pos_ == out_.size()) {
+    out_.clear();
+    out_pos_ = 0;
+  } else if (out_pos_ > limits_.max_output) {
+    out_.erase(0, out_pos_);  // keep the buffer from creeping: compact now and then
+    out_pos_ = 0;
+  }
+  return true;
+}
+
+void JsonLineChannel::on_writable() {
+  if (fd_ < 0) return;
+  if (flush()) update_interest();
+}
+
+void JsonLineChannel::update_interest() {
+  const bool want = pending_output() > 0;
+  if (want == want_write_) return;
+  want_write_ = want;
+  loop_.set_interest(fd_, want ? (kReadable | kWritable) : kReadable);
+}
+
+}  // namespace minivmm::loop

@@ -1,0 +1,98 @@
+// One JSON value per line, in both directions, over a connected non-blocking stream socket
+// watched by the EventLoop: the framing of the control socket (and of anything else that speaks
+// JSON lines), apart from what the messages mean.
+//
+// Input: bytes are split at '\n' (a trailing '\r' is dropped, blank lines are skipped); each
+// line is parsed and handed to `message`, or to `bad_line` if it is not JSON. A line longer than
+// `max_line` bytes (not counting the newline) gets no parse: `overlong` is told, and the channel
+// closes (a client that sends 4 KiB without a newline is not speaking this protocol, and
+// discarding the rest of an unbounded line would mean reading it all).
+// Output: send() appends one line and writes at once, without blocking; what the socket does
+// not take is buffered and written when the fd turns writable. A peer that lets more than
+// `max_output` bytes pile up is dropped rather than allowed to grow the VMM's memory.
+// Writes use MSG_NOSIGNAL: a peer that went away is an error return, never a SIGPIPE.
+//
+// Closing: on end of file (also mid-line: the partial line is dropped), an I/O error, an overlong
+// line, an output overflow or close(), the channel unwatches and closes its fd, then calls
+// `closed` once, last. Any handler may destroy the channel; it touches nothing after that.
+//
+// Threads: loop thread only (constructor, destructor, send, close and every handler).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "loop/event_loop.h"
+
+namespace minivmm::loop {
+
+struct JsonLineLimits {
+  std::size_t max_line = 4096;
+  std::size_t max_output = 256 * 1024;
+  std::size_t max_read_per_event = 64 * 1024;  // then let other fds run; the rest comes next turn
+};
+
+enum class ChannelClose {
+  kPeerClosed,      // end of file (a partial last line is dropped)
+  kLineTooLong,
+  kOutputOverflow,  // the peer does not read its replies
+  kIoError,
+  kLocal,           // close() was called
+};
+
+std::string_view channel_close_name(ChannelClose why) noexcept;
+
+class JsonLineChannel {
+ public:
+  struct Handlers {
+    std::function<void(nlohmann::json message)> message;
+    std::function<void(std::string_view error)> bad_line;  // not JSON; the channel stays open
+    std::function<void(std::size_t limit)> overlong;       // before the close; send() still works
+    std::function<void(ChannelClose why)> closed;
+  };
+
+  // Takes ownership of `fd` (a connected stream socket, made non-blocking here) and watches it.
+  // Throws std::system_error if the loop refuses the fd; the fd is closed then.
+  JsonLineChannel(EventLoop& loop, int fd, JsonLineLimits limits, Handlers handlers);
+  ~JsonLineChannel();
+  JsonLineChannel(const JsonLineChannel&) = delete;
+  JsonLineChannel& operator=(const JsonLineChannel&) = delete;
+
+  // Appends `message` as one line (invalid UTF-8 in strings is replaced, never thrown on) and
+  // writes what the socket takes now. May close the channel (overflow, I/O error), which calls
+  // `closed` before send() returns. No-op once closed.
+  void send(const nlohmann::json& message);
+  // Unwatches and closes now; pending output is dropped. Calls `closed` (kLocal) if still open.
+  void close();
+
+  bool open() const noexcept { return fd_ >= 0; }
+  int fd() const noexcept { return fd_; }
+  std::size_t pending_output() const noexcept { return out_.size() - out_pos_; }
+
+ private:
+  void on_readable();
+  void on_writable();
+  // Returns false if the channel closed (or was destroyed) while handling `line`.
+  bool handle_line(std::string_view line);
+  bool flush();  // false: closed on error
+  void update_interest();
+  void shut(ChannelClose why);
+
+  EventLoop& loop_;
+  int fd_ = -1;
+  const JsonLineLimits limits_;
+  Handlers handlers_;
+  std::string in_;
+  std::string out_;
+  std::size_t out_pos_ = 0;  // bytes of out_ already written
+  bool want_write_ = false;
+  // Expires when the channel is destroyed: a handler that destroyed it is detected after return.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace minivmm::loop

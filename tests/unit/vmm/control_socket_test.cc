@@ -1,0 +1,447 @@
+// ControlSocket against real client sockets, inside a real EventLoop (ppoll, no timers). Nothing
+// sleeps: each pump schedules an empty bottom half, so a wait with nothing ready returns at once.
+#include "vmm/control_socket.h"
+
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "loop/event_loop.h"
+#include "timers/monotonic_clock.h"
+#include "timers/poll_timeout_alarm.h"
+
+namespace minivmm::vmm {
+namespace {
+
+using nlohmann::json;
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/minivmm-ctl-XXXXXX";
+    const char* d = mkdtemp(tmpl);
+    if (d) path_ = d;
+  }
+  ~TempDir() {
+    if (!path_.empty()) std::system(("rm -rf '" + path_ + "'").c_str());
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+int connect_to(const std::string& path) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// A test client: non-blocking socket, bytes in, lines out.
+struct Client {
+  int fd = -1;
+  std::string in;
+  bool eof = false;
+
+  explicit Client(const std::string& path) : fd(connect_to(path)) {}
+  ~Client() {
+    if (fd >= 0) close(fd);
+  }
+  void send_raw(const std::string& bytes) const {
+    ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(bytes.size()));
+  }
+  // Reads what is there; true if a full line is buffered.
+  void poll_input() {
+    char buf[4096];
+    for (;;) {
+      const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+      if (n > 0) {
+        in.append(buf, static_cast<std::size_t>(n));
+        continue;
+      }
+      if (n == 0 || (n < 0 && errno == ECONNRESET)) eof = true;
+      return;
+    }
+  }
+  std::optional<std::string> take_line() {
+    const auto nl = in.find('\n');
+    if (nl == std::string::npos) return std::nullopt;
+    std::string line = in.substr(0, nl);
+    in.erase(0, nl + 1);
+    return line;
+  }
+};
+
+class ControlSocketTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(dir_.path().empty());
+    path_ = dir_.path() + "/api.sock";
+  }
+
+  void start(ControlSocketOptions options = {}) {
+    ControlHandlers h;
+    h.stats = [this] {
+      if (stats_throws_) throw std::runtime_error("no stats today");
+      ++stats_calls_;
+      return json{{"loop", {{"iterations", 42}}}, {"blob", stats_blob_}};
+    };
+    h.pause = [this] {
+      const bool changed = !paused_;
+      paused_ = true;
+      return changed;
+    };
+    h.resume = [this] {
+      const bool changed = paused_;
+      paused_ = false;
+      return changed;
+    };
+    h.quit = [this] { ++quits_; };
+    socket_ = std::make_unique<ControlSocket>(loop_, path_, h, options);
+  }
+
+  void pump(int iterations = 1) {
+    for (int i = 0; i < iterations; ++i) {
+      loop_.schedule([] {});
+      ASSERT_TRUE(loop_.run_once());
+    }
+  }
+
+  // Pumps the loop until `c` has a full reply line; fails after a bounded number of turns.
+  json reply(Client& c) {
+    for (int i = 0; i < 100; ++i) {
+      c.poll_input();
+      if (auto line = c.take_line()) return json::parse(*line);
+      if (c.eof) break;
+      pump();
+    }
+    ADD_FAILURE() << "no reply";
+    return json();
+  }
+
+  json request(Client& c, const std::string& line) {
+    c.send_raw(line + "\n");
+    return reply(c);
+  }
+
+  bool closed_by_server(Client& c) {
+    for (int i = 0; i < 100 && !c.eof; ++i) {
+      pump();
+      c.poll_input();
+    }
+    return c.eof;
+  }
+
+  bool wait_for_clients(std::size_t n) {
+    for (int i = 0; i < 100 && socket_->clients() != n; ++i) pump();
+    return socket_->clients() == n;
+  }
+
+  TempDir dir_;
+  std::string path_;
+  timers::MonotonicClock clock_;
+  timers::PollTimeoutAlarm alarm_;
+  timers::Dynticks dynticks_{alarm_, clock_, {}};
+  loop::EventLoop loop_{loop::make_poller(loop::PollerKind::kPpoll), dynticks_};
+  std::unique_ptr<ControlSocket> socket_;
+
+  bool paused_ = false;
+  bool stats_throws_ = false;
+  std::string stats_blob_;
+  int stats_calls_ = 0;
+  int quits_ = 0;
+};
+
+TEST_F(ControlSocketTest, TheSocketFileIsASocketOnlyItsOwnerCanUse) {
+  const mode_t old = umask(0);  // a permissive umask must not leak into the socket's mode
+  start();
+  umask(old);
+  struct stat st {};
+  ASSERT_EQ(lstat(path_.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_EQ(st.st_uid, geteuid());
+}
+
+TEST_F(ControlSocketTest, StatsRepliesWithTheHandlersObjectAndEchoesTheId) {
+  start();
+  Client c(path_);
+  ASSERT_GE(c.fd, 0);
+  const json r = request(c, R"({"cmd":"stats","id":7})");
+  EXPECT_EQ(r["ok"], true);
+  EXPECT_EQ(r["id"], 7);
+  EXPECT_EQ(r["stats"]["loop"]["iterations"], 42);
+  EXPECT_EQ(stats_calls_, 1);
+}
+
+TEST_F(ControlSocketTest, PauseAndResumeSayWhetherTheyChangedAnything) {
+  start();
+  Client c(path_);
+  json r = request(c, R"({"cmd":"pause"})");
+  EXPECT_EQ(r, (json{{"ok", true}, {"state", "paused"}, {"changed", true}}));
+  EXPECT_TRUE(paused_);
+  r = request(c, R"({"cmd":"pause"})");
+  EXPECT_EQ(r["changed"], false);
+  r = request(c, R"({"cmd":"resume"})");
+  EXPECT_EQ(r, (json{{"ok", true}, {"state", "running"}, {"changed", true}}));
+  EXPECT_FALSE(paused_);
+  r = request(c, R"({"cmd":"resume"})");
+  EXPECT_EQ(r["changed"], false);
+}
+
+TEST_F(ControlSocketTest, QuitRepliesThenCallsTheHandler) {
+  start();
+  Client c(path_);
+  c.send_raw("{\"cmd\":\"quit\"}\n");
+  for (int i = 0; i < 10 && quits_ == 0; ++i) pump();  // accept, then read
+  EXPECT_EQ(quits_, 1);
+  c.poll_input();  // the reply was written before the handler ran: no more pumping needed
+  const auto line = c.take_line();
+  ASSERT_TRUE(line);
+  EXPECT_EQ(json::parse(*line), (json{{"ok", true}}));
+}
+
+TEST_F(ControlSocketTest, BadJsonGetsAnErrorAndTheConnectionStaysOpen) {
+  start();
+  Client c(path_);
+  json r = request(c, "{\"cmd\": stats}");
+  EXPECT_EQ(r["ok"], false);
+  EXPECT_EQ(r["error"].get<std::string>().rfind("bad JSON", 0), 0u) << r;
+  // Invalid UTF-8 is a parse error too, and the error text that quotes it still serializes.
+  r = request(c, "{\"cmd\":\"\xff\xfe\"}");
+  EXPECT_EQ(r["ok"], false);
+  r = request(c, R"({"cmd":"stats"})");
+  EXPECT_EQ(r["ok"], true);
+  EXPECT_EQ(socket_->stats().errors, 2u);
+}
+
+TEST_F(ControlSocketTest, RequestsMustBeObjectsWithAStringCmd) {
+  start();
+  Client c(path_);
+  for (const char* bad : {"[1,2]", "42", "\"stats\"", "null"}) {
+    const json r = request(c, bad);
+    EXPECT_EQ(r["ok"], false) << bad;
+    EXPECT_EQ(r["error"], "a request must be a JSON object") << bad;
+  }
+  for (const char* bad : {R"({})", R"({"cmd":5})", R"({"command":"stats","id":"x"})"}) {
+    const json r = request(c, bad);
+    EXPECT_EQ(r["ok"], false) << bad;
+    EXPECT_EQ(r["error"], "missing \"cmd\" (a string)") << bad;
+  }
+  EXPECT_EQ(request(c, R"({"command":"stats","id":"x"})")["id"], "x");
+}
+
+TEST_F(ControlSocketTest, AnUnknownCommandGetsAnError) {
+  start();
+  Client c(path_);
+  const json r = request(c, R"({"cmd":"reboot","id":[1]})");
+  EXPECT_EQ(r, (json{{"ok", false}, {"error", "unknown cmd \"reboot\""}, {"id", {1}}}));
+  EXPECT_EQ(request(c, R"({"cmd":"stats"})")["ok"], true);
+}
+
+TEST_F(ControlSocketTest, AHandlerThatThrowsGetsAnErrorReply) {
+  start();
+  stats_throws_ = true;
+  Client c(path_);
+  const json r = request(c, R"({"cmd":"stats"})");
+  EXPECT_EQ(r, (json{{"ok", false}, {"error", "stats failed: no stats today"}}));
+  stats_throws_ = false;
+  EXPECT_EQ(request(c, R"({"cmd":"stats"})")["ok"], true);
+}
+
+TEST_F(ControlSocketTest, CrlfAndBlankLinesAreAccepted) {
+  start();
+  Client c(path_);
+  c.send_raw("\n  \r\n{\"cmd\":\"pause\"}\r\n");
+  EXPECT_EQ(reply(c)["ok"], true);
+  EXPECT_TRUE(paused_);
+}
+
+TEST_F(ControlSocketTest, PipelinedRequestsAreAnsweredInOrder) {
+  start();
+  Client c(path_);
+  c.send_raw("{\"cmd\":\"pause\",\"id\":1}\n{\"cmd\":\"stats\",\"id\":2}\n{\"cmd\":\"resume\",\"id\":3}\n");
+  EXPECT_EQ(reply(c)["id"], 1);
+  EXPECT_EQ(reply(c)["id"], 2);
+  EXPECT_EQ(reply(c)["id"], 3);
+  EXPECT_FALSE(paused_);
+}
+
+TEST_F(ControlSocketTest, AnOversizedLineGetsAnErrorAndTheConnectionIsClosed) {
+  start();
+  Client c(path_);
+  c.send_raw(std::string(5000, 'a'));  // no newline at all
+  const json r = reply(c);
+  EXPECT_EQ(r["ok"], false);
+  EXPECT_EQ(r["error"], "request longer than 4096 bytes; closing");
+  EXPECT_TRUE(closed_by_server(c));
+  EXPECT_TRUE(wait_for_clients(0));
+  EXPECT_EQ(socket_->stats().dropped, 1u);
+
+  Client d(path_);  // the VMM keeps serving
+  d.send_raw("{\"cmd\":\"stats\",\"pad\":\"" + std::string(4500, ' ') + "\"}\n");  // ends, but too long
+  EXPECT_EQ(reply(d)["ok"], false);
+  EXPECT_TRUE(closed_by_server(d));
+}
+
+TEST_F(ControlSocketTest, ALineJustUnderTheLimitIsServed) {
+  start();
+  Client c(path_);
+  const std::string head = R"({"cmd":"stats","pad":")";
+  const std::string line = head + std::string(4096 - head.size() - 2, 'x') + "\"}";
+  ASSERT_EQ(line.size(), 4096u);
+  EXPECT_EQ(request(c, line)["ok"], true);
+}
+
+TEST_F(ControlSocketTest, AClientThatDisconnectsMidLineIsCleanedUp) {
+  start();
+  {
+    Client c(path_);
+    ASSERT_TRUE(wait_for_clients(1));
+    c.send_raw(R"({"cmd":"sta)");
+    pump(2);
+  }  // closed mid-line
+  EXPECT_TRUE(wait_for_clients(0));
+  EXPECT_EQ(stats_calls_, 0);
+  Client d(path_);
+  EXPECT_EQ(request(d, R"({"cmd":"stats"})")["ok"], true);
+}
+
+TEST_F(ControlSocketTest, AClientThatHalfClosesStillGetsItsReplies) {
+  start();
+  Client c(path_);
+  c.send_raw("{\"cmd\":\"pause\"}\n{\"cmd\":\"stats\"}\n");
+  ASSERT_EQ(shutdown(c.fd, SHUT_WR), 0);
+  EXPECT_EQ(reply(c)["state"], "paused");
+  EXPECT_EQ(reply(c)["ok"], true);
+  EXPECT_TRUE(closed_by_server(c));
+  EXPECT_TRUE(wait_for_clients(0));
+}
+
+TEST_F(ControlSocketTest, TwoClientsInterleavedEachGetTheirOwnReplies) {
+  start();
+  Client a(path_);
+  Client b(path_);
+  ASSERT_TRUE(wait_for_clients(2));
+  a.send_raw(R"({"cmd":"pause",)");
+  pump(2);
+  b.send_raw("{\"cmd\":\"stats\",\"id\":\"b\"}\n");
+  const json rb = reply(b);
+  EXPECT_EQ(rb["id"], "b");
+  EXPECT_EQ(rb["ok"], true);
+  EXPECT_FALSE(paused_);  // a's request is still incomplete
+  a.send_raw("\"id\":\"a\"}\n");
+  const json ra = reply(a);
+  EXPECT_EQ(ra["id"], "a");
+  EXPECT_EQ(ra["state"], "paused");
+  a.poll_input();
+  b.poll_input();
+  EXPECT_TRUE(a.in.empty());  // nothing crossed over
+  EXPECT_TRUE(b.in.empty());
+}
+
+TEST_F(ControlSocketTest, ClientsBeyondTheCapAreRefused) {
+  ControlSocketOptions o;
+  o.max_clients = 2;
+  start(o);
+  Client a(path_);
+  Client b(path_);
+  ASSERT_TRUE(wait_for_clients(2));
+  Client c(path_);
+  const json r = reply(c);
+  EXPECT_EQ(r, (json{{"ok", false}, {"error", "too many clients"}}));
+  EXPECT_TRUE(closed_by_server(c));
+  EXPECT_EQ(socket_->stats().refused, 1u);
+  EXPECT_EQ(request(a, R"({"cmd":"stats"})")["ok"], true);
+}
+
+TEST_F(ControlSocketTest, AClientThatDoesNotReadItsRepliesIsDropped) {
+  ControlSocketOptions o;
+  o.limits.max_output = 64 * 1024;
+  start(o);
+  stats_blob_ = std::string(16 * 1024, 'z');
+  Client greedy(path_);
+  Client polite(path_);
+  ASSERT_TRUE(wait_for_clients(2));
+  std::string burst;
+  for (int i = 0; i < 100; ++i) burst += "{\"cmd\":\"stats\"}\n";  // 1.6 MiB of replies
+  greedy.send_raw(burst);
+  EXPECT_TRUE(wait_for_clients(1));
+  EXPECT_EQ(socket_->stats().dropped, 1u);
+  EXPECT_EQ(request(polite, R"({"cmd":"pause"})")["ok"], true);
+}
+
+TEST_F(ControlSocketTest, AStaleSocketFileIsReplacedAndTheDestructorUnlinks) {
+  {
+    // A socket file nobody listens on: what a VMM that was killed leaves behind.
+    const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, path_.data(), path_.size());
+    ASSERT_EQ(bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0);
+    close(fd);
+  }
+  start();
+  Client c(path_);
+  EXPECT_EQ(request(c, R"({"cmd":"stats"})")["ok"], true);
+  socket_.reset();
+  struct stat st {};
+  EXPECT_NE(lstat(path_.c_str(), &st), 0);
+  EXPECT_EQ(errno, ENOENT);
+}
+
+TEST_F(ControlSocketTest, RefusesALiveSocketAFileAndAPathTooLong) {
+  start();
+  EXPECT_THROW(ControlSocket(loop_, path_, ControlHandlers{}), std::invalid_argument);  // live
+
+  const std::string file = dir_.path() + "/plain";
+  close(open(file.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+  EXPECT_THROW(ControlSocket(loop_, file, ControlHandlers{}), std::invalid_argument);
+  struct stat st {};
+  EXPECT_EQ(lstat(file.c_str(), &st), 0);  // left alone
+
+  EXPECT_THROW(ControlSocket(loop_, dir_.path() + "/" + std::string(120, 'x'), ControlHandlers{}),
+               std::invalid_argument);
+  EXPECT_THROW(ControlSocket(loop_, "", ControlHandlers{}), std::invalid_argument);
+  EXPECT_THROW(ControlSocket(loop_, dir_.path() + "/no/such/dir/api.sock", ControlHandlers{}),
+               std::system_error);
+}
+
+TEST_F(ControlSocketTest, CommandsWithoutAHandlerAreUnknown) {
+  socket_ = std::make_unique<ControlSocket>(loop_, path_, ControlHandlers{});
+  Client c(path_);
+  EXPECT_EQ(request(c, R"({"cmd":"quit"})")["error"], "unknown cmd \"quit\"");
+}
+
+TEST_F(ControlSocketTest, StatsJsonCountsWhatHappened) {
+  start();
+  Client c(path_);
+  request(c, R"({"cmd":"stats"})");
+  request(c, "nope");
+  const json s = socket_->stats_json();
+  EXPECT_EQ(s["clients"], 1);
+  EXPECT_EQ(s["accepted"], 1);
+  EXPECT_EQ(s["requests"], 2);
+  EXPECT_EQ(s["errors"], 1);
+}
+
+}  // namespace
+}  // namespace minivmm::vmm
