@@ -42,7 +42,7 @@ class ThreadCpuCost final : public AutoPoller::CostSource {
 };
 
 void validate(const AutoPollerOptions& o) {
-  if (o.sample_every == 0 || o.trial_interval == 0 || o.max_trial_interval < o.trial_interval ||
+  if (o.trial_interval == 0 || o.max_trial_interval < o.trial_interval ||
       o.trial_waits == 0 || o.trial_waits > 64 || o.abort_after == 0 ||
       o.abort_after > o.trial_waits || o.hysteresis < 0 || o.hysteresis >= 1 ||
       o.abort_ratio <= 1 || o.decision_log_size == 0 || o.trial_budget <= 0 ||
@@ -76,7 +76,6 @@ AutoPoller::AutoPoller(AutoPollerOptions options, std::unique_ptr<CostSource> co
   validate(options_);
   if (!cost_) cost_ = std::make_unique<ThreadCpuCost>();
   interval_ = options_.trial_interval;
-  next_sample_at_ = options_.sample_every;
   next_trial_at_ = options_.trial_interval;
   reschedule();
 }
@@ -131,8 +130,13 @@ void AutoPoller::reschedule() noexcept {
     until_event_ = 1;
     return;
   }
-  const std::uint64_t next = std::min(next_sample_at_, next_trial_at_);
-  until_event_ = next > waits_ ? next - waits_ : 1;
+  until_event_ = next_trial_at_ > waits_ ? next_trial_at_ - waits_ : 1;
+}
+
+void AutoPoller::begin_window(Phase phase) noexcept {
+  phase_ = phase;
+  window_len_ = 0;
+  window_warmup_ = options_.warmup_waits;
 }
 
 int AutoPoller::wait(std::optional<Nanos> timeout, std::vector<PollEvent>& ready) {
@@ -143,50 +147,32 @@ int AutoPoller::wait(std::optional<Nanos> timeout, std::vector<PollEvent>& ready
 }
 
 int AutoPoller::wait_measured(std::optional<Nanos> timeout, std::vector<PollEvent>& ready) {
-  if (phase_ == Phase::kSteady && waits_ >= next_trial_at_) {
-    phase_ = Phase::kReference;
-    window_len_ = 0;
-  }
+  if (phase_ == Phase::kSteady) begin_window(Phase::kReference);
   const std::size_t measured = phase_ == Phase::kTrial ? 1 - active_ : active_;
   cost_->start();
   const int n = backend(measured).wait(timeout, ready);
   const Nanos cost = std::max(cost_->stop(kind_of(measured), size()), Nanos{1});
   ++counters_.measured_waits;
-  if (n < 0) {
+  if (n < 0 || window_warmup_ > 0) {
+    if (n >= 0) --window_warmup_;
     reschedule();
     return n;
   }
 
-  switch (phase_) {
-    case Phase::kSteady: {
-      Nanos& est = cost_estimate_[measured];
-      est = est == Nanos{0} ? cost : est + (cost - est) / 8;  // EWMA, alpha 1/8
-      next_sample_at_ = waits_ + options_.sample_every;
-      break;
+  window_[window_len_++] = cost;
+  if (phase_ == Phase::kReference) {
+    if (window_len_ == options_.trial_waits) {
+      reference_ = window_median();
+      update_estimate(active_, reference_);
+      begin_window(Phase::kTrial);
+      ++counters_.samples;
     }
-    case Phase::kReference:
-      window_[window_len_++] = cost;
-      if (window_len_ == options_.trial_waits) {
-        reference_ = window_median();
-        cost_estimate_[active_] = reference_;
-        phase_ = Phase::kTrial;
-        window_len_ = 0;
-        ++counters_.samples;
-      }
-      break;
-    case Phase::kTrial: {
-      window_[window_len_++] = cost;
-      if (window_len_ == options_.abort_after) {
-        const Nanos cheapest = *std::min_element(window_.begin(), window_.begin() + window_len_);
-        if (static_cast<double>(cheapest.count()) >
-            options_.abort_ratio * static_cast<double>(reference_.count())) {
-          decide(window_median(), true);
-          break;
-        }
-      }
-      if (window_len_ == options_.trial_waits) decide(window_median(), false);
-      break;
-    }
+  } else {
+    const bool aborted =
+        window_len_ == options_.abort_after &&
+        static_cast<double>(std::min_element(window_.begin(), window_.begin() + window_len_)->count()) >
+            options_.abort_ratio * static_cast<double>(reference_.count());
+    if (aborted || window_len_ == options_.trial_waits) decide(window_median(), aborted);
   }
   reschedule();
   return n;
@@ -198,9 +184,14 @@ Nanos AutoPoller::window_median() noexcept {
   return *mid;
 }
 
+void AutoPoller::update_estimate(std::size_t backend, Nanos median) noexcept {
+  Nanos& est = cost_estimate_[backend];
+  est = est == Nanos{0} ? median : est + (median - est) / 4;
+}
+
 void AutoPoller::decide(Nanos other_cost, bool aborted) {
   const std::size_t other = 1 - active_;
-  cost_estimate_[other] = other_cost;
+  update_estimate(other, other_cost);
 
   AutoDecision d;
   d.wait_index = waits_;
@@ -247,7 +238,6 @@ void AutoPoller::decide(Nanos other_cost, bool aborted) {
   fds_at_decision_ = d.fds;
   window_len_ = 0;
   next_trial_at_ = waits_ + interval_;
-  next_sample_at_ = waits_ + options_.sample_every;
 }
 
 AutoPollerStats AutoPoller::stats() const noexcept {

@@ -6,16 +6,20 @@
 //
 // What "cost" means: the CPU time the loop thread spends in one wait (CLOCK_THREAD_CPUTIME_ID
 // around the call, less the clock's own calibrated cost), not the time it sleeps. Reading that
-// clock is a real syscall on x86 (no vDSO path: ~0.5 us here), so only one wait in
-// `sample_every` is measured in steady state, plus the waits of a trial.
+// clock is a real syscall on x86 (no vDSO path: ~0.2-0.5 us here), so only trial waits are
+// measured; between trials a wait costs one decrement and one branch more than the backend's.
 //
 // A trial: `trial_waits` measured waits on the active backend (the reference, measured right
 // before so both windows see the same workload), then `trial_waits` on the other; the medians
-// are compared. A trial that the other backend is clearly losing (its first waits all cost more
-// than `abort_ratio` times the reference) ends early. A trial that keeps the backend doubles the
-// interval to the next one (up to `max_trial_interval`); a switch, or the fd count doubling or
-// halving since the last decision, brings the next trial back to `trial_interval`. A trial that
-// costs much (ppoll at a thousand fds) is also spaced out to stay within `trial_budget`.
+// are compared. Each window first runs `warmup_waits` unmeasured-in-effect waits: the first wait
+// on a backend after thousands on the other, and the first clock read after a long gap, run cold
+// (measured here: a first ppoll of 0.8-4 us against 0.46 us warm; sparse single samples read
+// ~150 ns high), and would bias the comparison. A trial that the other backend is clearly losing
+// (its first `abort_after` waits all cost more than `abort_ratio` times the reference) ends
+// early. A trial that keeps the backend doubles the interval to the next one (up to
+// `max_trial_interval`); a switch, or the fd count doubling or halving since the last decision,
+// brings the next trial back to `trial_interval`. A trial that costs much (ppoll at a thousand
+// fds) is also spaced out to stay within `trial_budget`.
 //
 // Threads: loop thread only, like every Poller (stats() and decisions() included).
 #pragma once
@@ -34,7 +38,6 @@
 namespace minivmm::loop {
 
 struct AutoPollerOptions {
-  std::uint32_t sample_every = 1024;         // steady state: measure one wait in this many
   std::uint32_t trial_interval = 1024;       // waits between trials, after a switch or start
   std::uint32_t max_trial_interval = 1u << 16;  // ceiling of the doubling while nothing changes
   // A kept trial whose extra cost (its waits on the losing backend) would exceed this fraction
@@ -44,6 +47,7 @@ struct AutoPollerOptions {
   double trial_budget = 0.005;
   std::uint32_t budget_interval_cap = 1u << 22;
   std::uint32_t trial_waits = 16;            // measured waits per window (reference and trial)
+  std::uint32_t warmup_waits = 1;            // discarded at the start of each window
   double hysteresis = 0.05;                  // switch only if other < (1 - hysteresis) x current
   double abort_ratio = 2.0;                  // end a trial early when the other is this much worse
   std::uint32_t abort_after = 2;             // ...judged on the cheapest of its first waits
@@ -80,14 +84,14 @@ struct AutoDecision {
 
 struct AutoPollerStats {
   std::uint64_t waits = 0;
-  std::uint64_t measured_waits = 0;  // waits timed with the cost source (steady + trials)
+  std::uint64_t measured_waits = 0;  // waits timed with the cost source (trials only)
   std::uint64_t samples = 0;         // trials of the other backend started
   std::uint64_t switches = 0;
   std::uint64_t aborted_trials = 0;
   std::uint64_t decisions = 0;       // all of them, including those dropped from the log
   PollerKind active = PollerKind::kPpoll;
-  Nanos ppoll_cost{0};  // latest estimate per backend: steady-state EWMA, reset by each trial
-  Nanos epoll_cost{0};  // 0: never measured
+  Nanos ppoll_cost{0};  // per backend: EWMA (1/4) of its window medians; 0: never measured
+  Nanos epoll_cost{0};
   std::uint32_t trial_interval = 0;  // current distance between trials
 };
 
@@ -142,7 +146,9 @@ class AutoPoller final : public Poller {
   void decide(Nanos other_cost, bool aborted);
   void on_fd_count_changed();
   void reschedule() noexcept;
+  void begin_window(Phase phase) noexcept;
   Nanos window_median() noexcept;
+  void update_estimate(std::size_t backend, Nanos median) noexcept;
 
   const AutoPollerOptions options_;
   std::unique_ptr<CostSource> cost_;
@@ -151,8 +157,7 @@ class AutoPoller final : public Poller {
 
   std::size_t active_ = 0;        // 0 ppoll (the 2014 proposal's start), 1 epoll
   std::uint64_t waits_ = 0;
-  std::uint64_t until_event_ = 1;  // fast-path countdown to the next measured wait
-  std::uint64_t next_sample_at_ = 0;
+  std::uint64_t until_event_ = 1;  // fast-path countdown to the next trial
   std::uint64_t next_trial_at_ = 0;
   std::uint32_t interval_ = 0;
   Phase phase_ = Phase::kSteady;
@@ -160,7 +165,8 @@ class AutoPoller final : public Poller {
   std::size_t fds_at_decision_ = 0;
 
   std::array<Nanos, kMaxTrialWaits> window_{};
-  std::size_t window_len_ = 0;
+  std::size_t window_len_ = 0;      // samples kept in window_
+  std::uint32_t window_warmup_ = 0;  // warm-up waits still to discard in this window
   Nanos reference_{0};            // median of the reference window of the running trial
   std::array<Nanos, 2> cost_estimate_{};  // 0: not measured yet (costs are clamped to >= 1)
 

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -72,10 +73,10 @@ struct EventFd {
 
 AutoPollerOptions small_options() {
   AutoPollerOptions o;
-  o.sample_every = 8;
   o.trial_interval = 64;
   o.max_trial_interval = 512;
   o.trial_waits = 4;
+  o.warmup_waits = 0;  // tested on its own
   o.abort_after = 2;
   o.hysteresis = 0.10;
   o.fd_change_min = 8;
@@ -116,15 +117,37 @@ class AutoPolicyTest : public ::testing::Test {
   std::vector<PollEvent> ready_;
 };
 
-TEST_F(AutoPolicyTest, StartsOnPpollAndMeasuresOnlyEverySampleInSteadyState) {
+TEST_F(AutoPolicyTest, StartsOnPpollAndMeasuresNothingBetweenTrials) {
   make(fixed(100ns, 200ns));
   EXPECT_EQ(poller_->kind(), PollerKind::kAuto);
   EXPECT_EQ(poller_->active_kind(), PollerKind::kPpoll);
   spin(63);  // just before the first trial
-  EXPECT_EQ(poller_->stats().measured_waits, 63u / 8);
-  EXPECT_EQ(log_.epoll, 0u);
-  EXPECT_EQ(poller_->stats().ppoll_cost, 100ns);
-  EXPECT_EQ(poller_->stats().epoll_cost, 0ns);
+  EXPECT_EQ(poller_->stats().measured_waits, 0u);
+  EXPECT_EQ(log_.ppoll + log_.epoll, 0u);
+  EXPECT_EQ(poller_->stats().ppoll_cost, 0ns);
+  spin(1);
+  EXPECT_EQ(poller_->stats().measured_waits, 1u);
+}
+
+TEST_F(AutoPolicyTest, TheFirstWaitOfEachWindowIsAWarmUpAndNotCounted) {
+  AutoPollerOptions o = small_options();
+  o.warmup_waits = 1;
+  // The first wait measured on a backend after a change runs cold: 50x its warm cost. Counted,
+  // it would abort the trial (and bias the reference).
+  auto prev = std::make_shared<std::optional<PollerKind>>();
+  make([prev](PollerKind k, std::size_t) {
+    const bool cold = *prev != k;
+    *prev = k;
+    const Nanos warm = k == PollerKind::kPpoll ? 300ns : 200ns;
+    return cold ? warm * 50 : warm;
+  }, o);
+  spin(64 + 5 + 5);
+  ASSERT_EQ(poller_->decisions().size(), 1u);
+  const AutoDecision& d = poller_->decisions().back();
+  EXPECT_EQ(d.reason, AutoReason::kOtherCheaper);
+  EXPECT_EQ(d.from_cost, 300ns);
+  EXPECT_EQ(d.to_cost, 200ns);
+  EXPECT_EQ(poller_->stats().measured_waits, 10u);
 }
 
 TEST_F(AutoPolicyTest, SwitchesWhenTheOtherIsCheaperByMoreThanTheMargin) {
@@ -287,10 +310,10 @@ enum class Mode { kDefault, kFlipFlop };
 std::unique_ptr<Poller> make_auto(Mode mode) {
   if (mode == Mode::kDefault) return make_poller(PollerKind::kAuto);
   AutoPollerOptions o;
-  o.sample_every = 1u << 30;
   o.trial_interval = 1;
   o.max_trial_interval = 1;
   o.trial_waits = 1;
+  o.warmup_waits = 0;
   o.abort_after = 1;
   o.fd_change_min = std::size_t{1} << 30;
   return std::make_unique<AutoPoller>(o, std::make_unique<FlipFlopCost>());
