@@ -316,9 +316,8 @@ bool Vcpu::handle_exit() {
     }
     case KVM_EXIT_FAIL_ENTRY: {
       count(VcpuExit::kFailEntry);
-      const std::string what =
-          "KVM entry failed, hardware reason 0x" +
-          std::to_string(run_->fail_entry.hardware_entry_failure_reason);
+      const std::string what = fmt::format("KVM entry failed, hardware reason {:#x}",
+                                           run_->fail_entry.hardware_entry_failure_reason);
       report_failure(what);
       on_stop_(ExitCode::kGuestUnsupported, what);
       return false;
