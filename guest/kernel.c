@@ -147,6 +147,7 @@ struct config {
     uint32_t hz;
     uint64_t ticks;
     int fault;
+    int unemulatable;
 };
 
 /* Blanks and control characters separate words, as isspace() does for
@@ -241,6 +242,8 @@ static void parse_cmdline(const char *p, struct config *cfg)
             cfg->ticks = n;
         } else if (word_is(word, "fault")) {
             cfg->fault = 1;
+        } else if (word_is(word, "unemulatable")) {
+            cfg->unemulatable = 1;
         }
         p = word_end(v ? v : word);
     }
@@ -376,6 +379,11 @@ noreturn void kmain(const uint8_t *boot_params)
 
     if (cfg.fault)
         __asm__ volatile("ud2");    /* exercises the exception path */
+    /* int3 in long mode is one of the instructions this host's KVM cannot emulate: it
+     * exercises the VMM's "KVM internal error" report. On a host that can run it, the
+     * breakpoint exception is reported like any other (exit value 0x7f). */
+    if (cfg.unemulatable)
+        __asm__ volatile("int3");
 
     if (cfg.timer == TIMER_PIT)
         start_pit(cfg.hz);

@@ -101,6 +101,31 @@ INSTANTIATE_TEST_SUITE_P(
                       BootCase{"pit", "user", "periodic", "epoll", 250, 250}),
     case_name);
 
+TEST(BootFailureTest, GuestExceptionEndsWithItsDebugExitStatus) {
+  SKIP_WITHOUT_KVM();
+  const RunResult r = run_minivmm({"run", "--kernel", guest_image(), "--cmdline", "fault"});
+  EXPECT_EQ(r.term_signal, 0);
+  EXPECT_EQ(r.exit_code, 255) << r.err;  // the guest's handler writes 0x7f
+  EXPECT_NE(r.out.find("exception 6"), std::string::npos) << r.out;
+}
+
+TEST(BootFailureTest, InstructionKvmCannotRunGivesACleanReport) {
+  SKIP_WITHOUT_KVM();
+  const RunResult r =
+      run_minivmm({"run", "--kernel", guest_image(), "--cmdline", "unemulatable"}, false);
+  EXPECT_EQ(r.term_signal, 0);
+  if (r.exit_code == 255) {
+    GTEST_SKIP() << "this host's KVM emulates int3; the guest reported it as an exception";
+  }
+  ASSERT_EQ(r.exit_code, 10) << r.err;
+  EXPECT_NE(r.err.find("KVM internal error"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("emulation failure"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rip="), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cr0="), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("instruction bytes at"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(": cc"), std::string::npos) << "int3 is opcode 0xcc\n" << r.err;
+}
+
 TEST(BootDurationTest, IdleGuestRunsUntilDurationAndReportsCost) {
   SKIP_WITHOUT_KVM();
   const RunResult r = run_minivmm({"run", "--kernel", guest_image(), "--cmdline",
