@@ -221,8 +221,10 @@ void AutoPoller::decide(Nanos other_cost, bool aborted) {
   } else {
     const double doubled =
         std::min<double>(2.0 * interval_, static_cast<double>(options_.max_trial_interval));
-    // What this trial cost beyond staying put, in units of the active backend's waits.
-    const double extra = std::max(oth - cur, 0.0) * static_cast<double>(window_len_);
+    // What this trial cost beyond staying put (its warm-up waits included), in units of the
+    // active backend's waits.
+    const double extra =
+        std::max(oth - cur, 0.0) * static_cast<double>(window_len_ + options_.warmup_waits);
     const double budgeted = std::min(extra / (options_.trial_budget * cur),
                                      static_cast<double>(options_.budget_interval_cap));
     interval_ = static_cast<std::uint32_t>(std::max(doubled, budgeted));

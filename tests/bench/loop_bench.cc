@@ -93,6 +93,7 @@ void loop_iteration(benchmark::State& state, PollerKind kind) {
     if (!iterate()) return;
   }
   const std::uint64_t switches_before = autop ? autop->stats().switches : 0;
+  const std::uint64_t trials_before = autop ? autop->stats().samples : 0;
   const std::uint64_t reads_before = reads;
 
   for (auto _ : state) {
@@ -106,6 +107,7 @@ void loop_iteration(benchmark::State& state, PollerKind kind) {
     const AutoPollerStats s = autop->stats();
     state.counters["on_epoll"] = s.active == PollerKind::kEpoll ? 1 : 0;
     state.counters["switches"] = static_cast<double>(s.switches - switches_before);
+    state.counters["trials"] = static_cast<double>(s.samples - trials_before);
     state.counters["ppoll_wait_ns"] = static_cast<double>(s.ppoll_cost.count());
     state.counters["epoll_wait_ns"] = static_cast<double>(s.epoll_cost.count());
   }
