@@ -119,6 +119,29 @@ Machine::Machine(Config config)
     request_stop(code, why);
   });
   vcpu_->configure(k.boot_state, cpuid);
+
+  if (!config_.api_socket.empty()) {
+    ControlHandlers handlers;
+    handlers.stats = [this] { return collect_report().to_json(); };
+    handlers.pause = [this] {
+      if (paused()) return false;
+      pause();
+      return true;
+    };
+    handlers.resume = [this] {
+      if (!paused()) return false;
+      resume();
+      return true;
+    };
+    handlers.quit = [this] { request_stop(ExitCode::kOk, "quit from the control socket"); };
+    try {
+      control_ = std::make_unique<ControlSocket>(*loop_, config_.api_socket, std::move(handlers));
+    } catch (const std::invalid_argument& e) {
+      throw VmmError(ExitCode::kUsage, std::string("--api-socket: ") + e.what());
+    } catch (const std::system_error& e) {
+      throw VmmError(ExitCode::kHostFailure, std::string("--api-socket: ") + e.what());
+    }
+  }
 }
 
 Machine::~Machine() {
@@ -258,6 +281,7 @@ RunReport Machine::collect_report() const {
   }
   r.alarm_late_us_max = static_cast<double>(ds.late_ns_max) / 1e3;
   r.timer_slack_ns = config_.timer_slack_ns;
+  r.paused = vm_clock_.paused();
 
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);

@@ -30,6 +30,7 @@
 #include "timers/vm_clock.h"
 #include "timers/wall_clock.h"
 #include "vmm/config.h"
+#include "vmm/control_socket.h"
 #include "vmm/exit_code.h"
 #include "vmm/kvm.h"
 #include "vmm/kvm_irq_line.h"
@@ -100,6 +101,7 @@ class Machine {
 
   std::unique_ptr<Vcpu> vcpu_;
   timers::Timer duration_timer_;
+  std::unique_ptr<ControlSocket> control_;
 
   std::atomic<bool> stop_requested_{false};
   std::mutex stop_mu_;

@@ -24,6 +24,7 @@ struct RunReport {
   double wall_seconds = 0;
   double vm_seconds = 0;  // vm_clock time the guest ran (excludes pauses)
   double paused_seconds = 0;
+  bool paused = false;  // at the time of the report (a control-socket "stats" while paused)
 
   // Guest timer ticks as minivmm injected them (user-space PIT only; KVM's PIT and the LAPIC
   // timer tick inside the kernel, invisible to us).

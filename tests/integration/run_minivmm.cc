@@ -42,41 +42,47 @@ std::optional<std::string> kvm_unavailable_reason() {
   return std::nullopt;
 }
 
-RunResult run_minivmm(const std::vector<std::string>& args, bool with_stats, int timeout_s) {
-  const std::string out_path = temp_path("out");
-  const std::string err_path = temp_path("err");
-  const std::string stats_path = temp_path("stats");
+Child start_minivmm(const std::vector<std::string>& args, bool with_stats) {
+  Child c;
+  c.out_path = temp_path("out");
+  c.err_path = temp_path("err");
+  c.stats_path = temp_path("stats");
+  c.with_stats = with_stats;
   std::vector<std::string> argv_s{MINIVMM_BINARY};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   if (with_stats) {
     argv_s.push_back("--stats");
-    argv_s.push_back(stats_path);
+    argv_s.push_back(c.stats_path);
     argv_s.push_back("--quiet");
   }
   std::vector<char*> argv;
   for (auto& s : argv_s) argv.push_back(s.data());
   argv.push_back(nullptr);
 
-  const pid_t pid = fork();
-  if (pid == 0) {
+  c.pid = fork();
+  if (c.pid == 0) {
     const int in = open("/dev/null", O_RDONLY);
-    const int out = open(out_path.c_str(), O_WRONLY | O_TRUNC);
-    const int err = open(err_path.c_str(), O_WRONLY | O_TRUNC);
+    const int out = open(c.out_path.c_str(), O_WRONLY | O_TRUNC);
+    const int err = open(c.err_path.c_str(), O_WRONLY | O_TRUNC);
     dup2(in, 0);
     dup2(out, 1);
     dup2(err, 2);
     execv(argv[0], argv.data());
     _exit(127);
   }
+  return c;
+}
+
+RunResult finish_minivmm(Child& c, int timeout_s) {
   RunResult r;
   int status = 0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
   for (;;) {
-    const pid_t w = waitpid(pid, &status, WNOHANG);
-    if (w == pid) break;
+    const pid_t w = waitpid(c.pid, &status, WNOHANG);
+    if (w == c.pid) break;
     if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
+      kill(c.pid, SIGKILL);
+      waitpid(c.pid, &status, 0);
       break;
     }
     // Polling a child's exit is the one real-time wait in the test suite: the child is a real
@@ -85,17 +91,22 @@ RunResult run_minivmm(const std::vector<std::string>& args, bool with_stats, int
   }
   if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) r.term_signal = WTERMSIG(status);
-  r.out = slurp(out_path);
-  r.err = slurp(err_path);
-  if (with_stats) {
-    const std::string s = slurp(stats_path);
+  r.out = slurp(c.out_path);
+  r.err = slurp(c.err_path);
+  if (c.with_stats) {
+    const std::string s = slurp(c.stats_path);
     if (!s.empty()) r.stats = nlohmann::json::parse(s, nullptr, false);
     if (r.stats && r.stats->is_discarded()) r.stats.reset();
   }
-  unlink(out_path.c_str());
-  unlink(err_path.c_str());
-  unlink(stats_path.c_str());
+  unlink(c.out_path.c_str());
+  unlink(c.err_path.c_str());
+  unlink(c.stats_path.c_str());
   return r;
+}
+
+RunResult run_minivmm(const std::vector<std::string>& args, bool with_stats, int timeout_s) {
+  Child c = start_minivmm(args, with_stats);
+  return finish_minivmm(c, timeout_s);
 }
 
 }  // namespace minivmm::testing

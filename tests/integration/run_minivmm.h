@@ -18,6 +18,17 @@ struct RunResult {
   std::optional<nlohmann::json> stats;
 };
 
+// A minivmm started in the background, for tests that talk to it while it runs.
+struct Child {
+  int pid = -1;
+  std::string out_path, err_path, stats_path;
+  bool with_stats = false;
+};
+
+Child start_minivmm(const std::vector<std::string>& args, bool with_stats = true);
+// Waits for it to exit (killing it after `timeout_s`) and collects what it printed.
+RunResult finish_minivmm(Child& child, int timeout_s = 90);
+
 // Runs `minivmm <args...>`, adding `--stats FILE` when `with_stats`. Kills it after
 // `timeout_s` (a hang is a failure, reported as term_signal SIGKILL).
 RunResult run_minivmm(const std::vector<std::string>& args, bool with_stats = true,

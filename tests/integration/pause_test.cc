@@ -1,0 +1,108 @@
+// Pauses a ticking guest through the control socket: while paused no tick arrives, and on
+// resume none of the paused time is replayed as a burst.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "run_minivmm.h"
+
+namespace minivmm::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+class ControlClient {
+ public:
+  explicit ControlClient(const std::string& path) {
+    for (int i = 0; i < 250 && fd_ < 0; ++i) {
+      const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_un addr{};
+      addr.sun_family = AF_UNIX;
+      std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+      if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+        fd_ = fd;
+      } else {
+        close(fd);
+        std::this_thread::sleep_for(20ms);  // the VMM is still starting
+      }
+    }
+  }
+  ~ControlClient() {
+    if (fd_ >= 0) close(fd_);
+  }
+  bool connected() const { return fd_ >= 0; }
+
+  nlohmann::json call(const std::string& cmd) {
+    const std::string line = R"({"cmd":")" + cmd + "\"}\n";
+    if (write(fd_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) return {};
+    std::string reply;
+    char c;
+    while (read(fd_, &c, 1) == 1 && c != '\n') reply += c;
+    return nlohmann::json::parse(reply, nullptr, false);
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+std::uint64_t ticks(const nlohmann::json& reply) {
+  return reply["stats"]["guest"]["ticks_injected"].get<std::uint64_t>();
+}
+
+TEST(BootPauseTest, PausedGuestGetsNoTicksAndNoBurstOnResume) {
+  if (auto why = kvm_unavailable_reason()) GTEST_SKIP() << "KVM boot test skipped: " << *why;
+  const std::string sock = "/tmp/minivmm-pause-test-" + std::to_string(getpid()) + ".sock";
+  Child child = start_minivmm({"run", "--kernel", guest_image(), "--cmdline",
+                               "timer=pit hz=250 ticks=0", "--api-socket", sock,
+                               "--duration", "30", "--no-console-input"});
+  ControlClient client(sock);
+  ASSERT_TRUE(client.connected());
+  struct stat st {};
+  ASSERT_EQ(stat(sock.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u) << "only the socket's owner may connect";
+
+  std::this_thread::sleep_for(1s);  // let the guest tick for a while
+  auto r = client.call("pause");
+  ASSERT_TRUE(r["ok"].get<bool>()) << r.dump();
+  EXPECT_EQ(r["state"], "paused");
+  const auto at_pause = client.call("stats");
+  EXPECT_GT(ticks(at_pause), 150u);
+  EXPECT_TRUE(at_pause["stats"]["time"]["paused"].get<bool>());
+
+  std::this_thread::sleep_for(1s);
+  const auto still_paused = client.call("stats");
+  EXPECT_EQ(ticks(still_paused), ticks(at_pause)) << "ticks arrived while paused";
+  EXPECT_DOUBLE_EQ(still_paused["stats"]["time"]["vm_s"].get<double>(),
+                   at_pause["stats"]["time"]["vm_s"].get<double>())
+      << "vm_clock moved while paused";
+
+  r = client.call("resume");
+  ASSERT_TRUE(r["ok"].get<bool>()) << r.dump();
+  const auto resumed = client.call("stats");
+  // A replay of the paused second would be ~250 ticks at once.
+  EXPECT_LE(ticks(resumed) - ticks(still_paused), 2u) << "burst of ticks on resume";
+
+  std::this_thread::sleep_for(1s);
+  const auto later = client.call("stats");
+  const auto delta = ticks(later) - ticks(resumed);
+  EXPECT_GT(delta, 200u);  // ticking again at 250 Hz (this host's timing is noisy)
+  EXPECT_LT(delta, 300u);
+
+  r = client.call("quit");
+  EXPECT_TRUE(r["ok"].get<bool>());
+  RunResult res = finish_minivmm(child);
+  EXPECT_EQ(res.exit_code, 0) << res.err;
+  ASSERT_TRUE(res.stats.has_value());
+  EXPECT_GT((*res.stats)["time"]["paused_s"].get<double>(), 0.9);
+  EXPECT_EQ(access(sock.c_str(), F_OK), -1) << "socket file left behind";
+}
+
+}  // namespace
+}  // namespace minivmm::testing
