@@ -1,7 +1,7 @@
 # Plots loop_bench's CSV (scripts/bench_loop.sh passes the variables):
 #   gnuplot -e "csv='loop-bench.csv'; ratio='ratio.dat'; out='loop-benchmark.png'" plot_loop_bench.gp
 # csv:   backend,fds,cpu_ns,real_ns,auto_on_epoll,auto_switches (one row per backend and fd count)
-# ratio: fds auto/best rows, best = the cheaper of ppoll and epoll at that fd count
+# ratio: loop_bench --paired-csv: fds,ppoll_ns,epoll_ns,auto_ns,ratio_median,ratio_p25,ratio_p75,...
 set terminal pngcairo size 900,900 font "sans,11"
 set output out
 set datafile separator ","
@@ -21,11 +21,10 @@ plot csv using 2:(strcol(1) eq "ppoll" ? $3 : NaN) with linespoints lw 2 pt 7 ti
      csv using 2:(strcol(1) eq "auto" ? $3 : NaN) with linespoints lw 3 pt 6 ps 1.5 title "auto"
 
 unset logscale y
-set datafile separator whitespace
-set ylabel "auto / min(ppoll, epoll)"
-set yrange [0.8:1.2]
+set ylabel "auto / min(ppoll, epoll), per paired round"
+set yrange [0.9:1.1]
 set key top right
-plot ratio using 1:2 with linespoints lw 3 pt 6 ps 1.5 title "auto / best fixed backend", \
+plot ratio using 1:5:6:7 with yerrorlines lw 3 pt 6 ps 1.5 title "auto / best fixed backend (median, p25-p75)", \
      1.05 with lines dt 2 lw 2 lc rgb "red" title "+5% (the issue's limit)", \
      1.0 with lines lw 1 lc rgb "gray" notitle
 unset multiplot
