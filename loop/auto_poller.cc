@@ -168,9 +168,10 @@ int AutoPoller::wait_measured(std::optional<Nanos> timeout, std::vector<PollEven
       ++counters_.samples;
     }
   } else {
+    const auto end = window_.begin() + static_cast<std::ptrdiff_t>(window_len_);
     const bool aborted =
         window_len_ == options_.abort_after &&
-        static_cast<double>(std::min_element(window_.begin(), window_.begin() + window_len_)->count()) >
+        static_cast<double>(std::min_element(window_.begin(), end)->count()) >
             options_.abort_ratio * static_cast<double>(reference_.count());
     if (aborted || window_len_ == options_.trial_waits) decide(window_median(), aborted);
   }
@@ -179,8 +180,9 @@ int AutoPoller::wait_measured(std::optional<Nanos> timeout, std::vector<PollEven
 }
 
 Nanos AutoPoller::window_median() noexcept {
-  auto mid = window_.begin() + static_cast<std::ptrdiff_t>(window_len_ / 2);
-  std::nth_element(window_.begin(), mid, window_.begin() + static_cast<std::ptrdiff_t>(window_len_));
+  const auto end = window_.begin() + static_cast<std::ptrdiff_t>(window_len_);
+  const auto mid = window_.begin() + static_cast<std::ptrdiff_t>(window_len_ / 2);
+  std::nth_element(window_.begin(), mid, end);
   return *mid;
 }
 

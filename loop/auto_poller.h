@@ -11,15 +11,15 @@
 //
 // A trial: `trial_waits` measured waits on the active backend (the reference, measured right
 // before so both windows see the same workload), then `trial_waits` on the other; the medians
-// are compared. Each window first runs `warmup_waits` unmeasured-in-effect waits: the first wait
-// on a backend after thousands on the other, and the first clock read after a long gap, run cold
-// (measured here: a first ppoll of 0.8-4 us against 0.46 us warm; sparse single samples read
-// ~150 ns high), and would bias the comparison. A trial that the other backend is clearly losing
-// (its first `abort_after` waits all cost more than `abort_ratio` times the reference) ends
-// early. A trial that keeps the backend doubles the interval to the next one (up to
-// `max_trial_interval`); a switch, or the fd count doubling or halving since the last decision,
-// brings the next trial back to `trial_interval`. A trial that costs much (ppoll at a thousand
-// fds) is also spaced out to stay within `trial_budget`.
+// are compared. Each window starts with `warmup_waits` waits whose cost is discarded: the
+// first wait on a backend after thousands on the other, and the first clock read after a long
+// gap, run cold (measured here: a first ppoll of 0.5-4.3 us against 0.46 us warm; sparse single
+// samples read ~150 ns high), and would bias the comparison. A trial that the other backend is
+// clearly losing (its first `abort_after` waits all cost more than `abort_ratio` times the
+// reference) ends early. A trial that keeps the backend doubles the interval to the next one
+// (up to `max_trial_interval`); a switch, or the fd count doubling or halving since the last
+// decision, brings the next trial back to `trial_interval`. A trial that costs much (ppoll at
+// a thousand fds) is also spaced out to stay within `trial_budget`.
 //
 // Threads: loop thread only, like every Poller (stats() and decisions() included).
 #pragma once

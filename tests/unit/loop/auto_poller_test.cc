@@ -415,8 +415,11 @@ TEST_P(AutoContractTest, TimeoutHasNanosecondResolutionAndNeverFiresEarly) {
 TEST_P(AutoContractTest, RemovalDuringDispatchSkipsTheRemovedFd) {
   Pipe a, b;
   int a_calls = 0, b_calls = 0;
-  loop_.watch(a.r, kReadable, FdHandlers{[&] { ++a_calls; a.drain(); loop_.unwatch(b.r); }, {}, {}});
-  loop_.watch(b.r, kReadable, FdHandlers{[&] { ++b_calls; b.drain(); loop_.unwatch(a.r); }, {}, {}});
+  auto handlers = [&](int& calls, Pipe& self, Pipe& other) {
+    return FdHandlers{[&] { ++calls; self.drain(); loop_.unwatch(other.r); }, {}, {}};
+  };
+  loop_.watch(a.r, kReadable, handlers(a_calls, a, b));
+  loop_.watch(b.r, kReadable, handlers(b_calls, b, a));
   a.put();
   b.put();
   ASSERT_TRUE(loop_.run_once());

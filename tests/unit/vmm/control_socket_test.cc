@@ -278,7 +278,8 @@ TEST_F(ControlSocketTest, CrlfAndBlankLinesAreAccepted) {
 TEST_F(ControlSocketTest, PipelinedRequestsAreAnsweredInOrder) {
   start();
   Client c(path_);
-  c.send_raw("{\"cmd\":\"pause\",\"id\":1}\n{\"cmd\":\"stats\",\"id\":2}\n{\"cmd\":\"resume\",\"id\":3}\n");
+  c.send_raw(R"({"cmd":"pause","id":1})" "\n" R"({"cmd":"stats","id":2})" "\n"
+             R"({"cmd":"resume","id":3})" "\n");
   EXPECT_EQ(reply(c)["id"], 1);
   EXPECT_EQ(reply(c)["id"], 2);
   EXPECT_EQ(reply(c)["id"], 3);
@@ -297,7 +298,8 @@ TEST_F(ControlSocketTest, AnOversizedLineGetsAnErrorAndTheConnectionIsClosed) {
   EXPECT_EQ(socket_->stats().dropped, 1u);
 
   Client d(path_);  // the VMM keeps serving
-  d.send_raw("{\"cmd\":\"stats\",\"pad\":\"" + std::string(4500, ' ') + "\"}\n");  // ends, but too long
+  // This one ends, but too late.
+  d.send_raw("{\"cmd\":\"stats\",\"pad\":\"" + std::string(4500, ' ') + "\"}\n");
   EXPECT_EQ(reply(d)["ok"], false);
   EXPECT_TRUE(closed_by_server(d));
 }
