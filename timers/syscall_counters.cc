@@ -14,6 +14,7 @@ std::string_view syscall_name(Syscall s) noexcept {
     case Syscall::kTimerfdSettime: return "timerfd_settime";
     case Syscall::kTimerGettime: return "timer_gettime";
     case Syscall::kIoctl: return "ioctl";
+    case Syscall::kClockGettime: return "clock_gettime";
     case Syscall::kCount: break;
   }
   return "?";

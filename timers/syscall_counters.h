@@ -22,6 +22,7 @@ enum class Syscall : std::size_t {
   kTimerfdSettime,
   kTimerGettime,  // never made: counted so the report can show the zero
   kIoctl,
+  kClockGettime,  // only the thread-CPU-time reads of --poll auto's trials (not vDSO)
   kCount,
 };
 

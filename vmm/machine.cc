@@ -11,6 +11,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "loop/auto_poller.h"
 #include "timers/clock_read_counter.h"
 #include "timers/syscall_counters.h"
 #include "vmm/kernel_loader.h"
@@ -44,9 +45,7 @@ std::unique_ptr<timers::AlarmTimer> make_alarm(const Config& c) {
 
 std::unique_ptr<loop::Poller> make_loop_poller(const Config& c) {
   try {
-    auto p = loop::make_poller(c.poller);
-    if (!p) throw VmmError(ExitCode::kUsage, "--poll auto is not available yet");
-    return p;
+    return loop::make_poller(c.poller);
   } catch (const std::system_error& e) {
     throw VmmError(ExitCode::kHostFailure, std::string("poller: ") + e.what());
   }
@@ -322,6 +321,31 @@ RunReport Machine::collect_report() const {
       unmapped[fmt::format("{:#06x}", u2.port)] = {{"reads", u2.reads}, {"writes", u2.writes}};
     }
     r.devices["unmapped_ports"] = unmapped;
+  }
+  if (control_) r.api_socket = control_->stats_json();
+  if (auto* ap = dynamic_cast<loop::AutoPoller*>(&loop_->poller())) {
+    const auto s = ap->stats();
+    nlohmann::json log = nlohmann::json::array();
+    for (const auto& d : ap->decisions()) {
+      log.push_back({{"wait", d.wait_index},
+                     {"from", std::string(loop::poller_kind_name(d.from))},
+                     {"to", std::string(loop::poller_kind_name(d.to))},
+                     {"from_ns", d.from_cost.count()},
+                     {"to_ns", d.to_cost.count()},
+                     {"fds", d.fds},
+                     {"trigger", std::string(loop::auto_trigger_name(d.trigger))},
+                     {"reason", std::string(loop::auto_reason_name(d.reason))}});
+    }
+    r.auto_poller = {{"active", std::string(loop::poller_kind_name(s.active))},
+                     {"waits", s.waits},
+                     {"measured_waits", s.measured_waits},
+                     {"trials", s.samples},
+                     {"switches", s.switches},
+                     {"aborted_trials", s.aborted_trials},
+                     {"ppoll_wait_ns", s.ppoll_cost.count()},
+                     {"epoll_wait_ns", s.epoll_cost.count()},
+                     {"trial_interval", s.trial_interval},
+                     {"decisions", log}};
   }
   const VcpuStats vs = vcpu_->stats();
   r.kvm_run_calls = vs.kvm_run_calls;

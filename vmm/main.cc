@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
   run->add_option("--alarm", alarm, "host alarm: dynticks, timerfd, ppoll, periodic")
       ->check(enum_validator<int>(minivmm::timers::parse_alarm_kind, "alarm"))
       ->capture_default_str();
-  run->add_option("--poll", poll, "wait primitive: ppoll, epoll, timerfd-epoll")
+  run->add_option("--poll", poll, "wait primitive: ppoll, epoll, timerfd-epoll, auto (measures and switches)")
       ->check(enum_validator<int>(minivmm::loop::parse_poller_kind, "poll backend"))
       ->capture_default_str();
   run->add_option("--min-delta-ns", c.min_delta_ns, "shortest host alarm distance")

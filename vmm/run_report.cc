@@ -54,6 +54,8 @@ nlohmann::json RunReport::to_json() const {
   }
   j["kvm_exits"] = kvm_exits;
   j["devices"] = devices;
+  j["auto_poller"] = auto_poller;
+  j["api_socket"] = api_socket;
   if (ticks_injected && *ticks_injected > 0) {
     const double t = static_cast<double>(*ticks_injected);
     std::uint64_t sys = 0;

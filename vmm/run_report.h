@@ -64,6 +64,8 @@ struct RunReport {
   std::uint64_t console_writes = 0;   // vCPU/loop thread: write(2) of guest console output
   std::map<std::string, std::uint64_t> kvm_exits;      // by reason
   std::map<std::string, nlohmann::json> devices;       // per-device stats
+  nlohmann::json auto_poller;   // --poll auto: its decisions and why; null otherwise
+  nlohmann::json api_socket;    // --api-socket counters; null otherwise
 
   nlohmann::json to_json() const;
   std::string to_text() const;

@@ -98,6 +98,7 @@ INSTANTIATE_TEST_SUITE_P(
                       BootCase{"pit", "user", "ppoll", "ppoll", 250, 250},
                       BootCase{"pit", "user", "ppoll", "epoll", 250, 250},
                       BootCase{"pit", "user", "ppoll", "timerfd-epoll", 250, 250},
+                      BootCase{"pit", "user", "ppoll", "auto", 250, 250},
                       BootCase{"pit", "user", "periodic", "epoll", 250, 250}),
     case_name);
 

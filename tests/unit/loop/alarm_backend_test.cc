@@ -80,7 +80,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(AlarmKind::kDynticks, AlarmKind::kTimerfd,
                                          AlarmKind::kPpoll, AlarmKind::kPeriodic),
                        ::testing::Values(PollerKind::kPpoll, PollerKind::kEpoll,
-                                         PollerKind::kTimerfdEpoll)),
+                                         PollerKind::kTimerfdEpoll, PollerKind::kAuto)),
     [](const auto& p) {
       std::string n = std::string(timers::alarm_kind_name(std::get<0>(p.param))) + "_" +
                       std::string(poller_kind_name(std::get<1>(p.param)));

@@ -216,7 +216,7 @@ TEST_P(EventLoopTest, FdEventAloneReadsNoClock) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, EventLoopTest,
                          ::testing::Values(PollerKind::kPpoll, PollerKind::kEpoll,
-                                           PollerKind::kTimerfdEpoll),
+                                           PollerKind::kTimerfdEpoll, PollerKind::kAuto),
                          [](const auto& p) {
                            std::string n(poller_kind_name(p.param));
                            for (char& c : n) {
