@@ -22,3 +22,17 @@ run_suite() {
 run_suite build -DCMAKE_BUILD_TYPE=Release
 run_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
   -DMINIVMM_SANITIZE=address,undefined -DMINIVMM_BUILD_BENCH=OFF
+
+# The device fuzzers (libFuzzer, clang, ASan+UBSan): every seed, then a short fixed run of each
+# target. docs/fuzzing.md says how to run them for longer.
+if command -v clang++ >/dev/null; then
+  echo "== configure and build (build-fuzz): libFuzzer targets"
+  cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+    -DMINIVMM_SANITIZE=address,undefined -DMINIVMM_FUZZ=ON -DMINIVMM_FUZZ_SECONDS=10 \
+    -DMINIVMM_BUILD_GUEST=OFF -DMINIVMM_BUILD_BENCH=OFF >/dev/null
+  cmake --build build-fuzz -j "$jobs" --target fuzzers
+  echo "== test (build-fuzz)"
+  (cd build-fuzz && ctest -j "$jobs" --output-on-failure -L fuzz)
+else
+  echo "== fuzzers skipped: clang++ not found (scripts/setup.sh installs it)"
+fi
