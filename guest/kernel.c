@@ -148,6 +148,7 @@ struct config {
     uint64_t ticks;
     int fault;
     int unemulatable;
+    int show_cpuid;
 };
 
 /* Blanks and control characters separate words, as isspace() does for
@@ -244,6 +245,8 @@ static void parse_cmdline(const char *p, struct config *cfg)
             cfg->fault = 1;
         } else if (word_is(word, "unemulatable")) {
             cfg->unemulatable = 1;
+        } else if (word_is(word, "cpuid")) {
+            cfg->show_cpuid = 1;
         }
         p = word_end(v ? v : word);
     }
@@ -377,6 +380,16 @@ noreturn void kmain(const uint8_t *boot_params)
     put_dec(cfg.ticks);
     puts("\n");
 
+    if (cfg.show_cpuid) {
+        /* What the VMM's CPUID policy exposes, for its tests. */
+        uint32_t a = 1, b, c = 0, d;
+        __asm__ volatile("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
+        puts("cpuid1.ecx=");
+        put_hex(c);
+        puts(" cpuid1.ebx=");
+        put_hex(b);
+        puts("\n");
+    }
     if (cfg.fault)
         __asm__ volatile("ud2");    /* exercises the exception path */
     /* int3 in long mode is one of the instructions this host's KVM cannot emulate: it

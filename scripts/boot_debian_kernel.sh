@@ -39,7 +39,7 @@ cache=${MINIVMM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/minivmm}
 # The command line both VMMs get. noxsave: this host's KVM cannot emulate xrstor, and CPUID's
 # XSAVE bit cannot be hidden here. clearcpuid=cx16: keeps SLUB off `lock cmpxchg16b`, which the
 # host cannot emulate, even when the VMM's CPUID still shows CX16 (see docs/linux-guests.md).
-default_cmdline="console=ttyS0 earlyprintk=serial,ttyS0,115200 noxsave clearcpuid=cx16 reboot=k panic=-1 nokaslr i8042.noaux i8042.nokbd tsc=reliable no_timer_check"
+default_cmdline="console=ttyS0 earlyprintk=serial,ttyS0,115200 noxsave reboot=k panic=-1 nokaslr i8042.noaux i8042.nokbd tsc=reliable no_timer_check"
 
 vmm=minivmm
 format=vmlinux
@@ -180,7 +180,8 @@ bbdir=$(unpack_deb "$(fetch_deb busybox-static)")
 
 initrd="$cache/initramfs-busybox.cpio.gz"
 if [[ ! -f $initrd || $initrd -ot $bbdir/bin/busybox || $initrd -ot $repo/scripts/make_initramfs.sh ]]; then
-  bash "$repo/scripts/make_initramfs.sh" "$bbdir/bin/busybox" "$initrd"
+  bash "$repo/scripts/make_initramfs.sh" "$bbdir/bin/busybox" "$initrd.tmp.$$"
+  mv "$initrd.tmp.$$" "$initrd"
 fi
 
 kernel=$bzimage
@@ -188,8 +189,8 @@ if [[ $format == vmlinux ]]; then
   kernel="$kdir/vmlinux-$(basename "$bzimage" | sed 's/^vmlinuz-//')"
   if [[ ! -f $kernel || $kernel -ot $bzimage ]]; then
     ensure_tools lz4:lz4 zstd:zstd xz:xz-utils
-    python3 "$repo/scripts/extract_vmlinux.py" "$bzimage" "$kernel.tmp" --require-pvh
-    mv "$kernel.tmp" "$kernel"
+    python3 "$repo/scripts/extract_vmlinux.py" "$bzimage" "$kernel.tmp.$$" --require-pvh
+    mv "$kernel.tmp.$$" "$kernel"
   fi
 fi
 
@@ -204,9 +205,7 @@ fi
 
 if [[ $vmm == minivmm ]]; then
   if [[ -z $minivmm ]]; then
-    for c in "$repo/build/vmm/minivmm" "$repo/../build/vmm/minivmm"; do
-      [[ -x $c ]] && { minivmm=$c; break; }
-    done
+    [[ -x $repo/build/vmm/minivmm ]] && minivmm=$repo/build/vmm/minivmm
   fi
   [[ -n $minivmm && -x $minivmm ]] ||
     die "no minivmm binary: build it (ninja -C build minivmm) and pass --minivmm PATH or set MINIVMM"
@@ -217,7 +216,7 @@ else
   # The configuration the issue measured: KVM, host CPU without CX16, the serial console on
   # stdio, no reboot (a reset ends QEMU with status 0, like minivmm).
   cmd=(qemu-system-x86_64 -enable-kvm -cpu host,-cx16 -machine pc -m "$memory" -nographic
-       -no-reboot -kernel "$kernel" -initrd "$initrd" -append "$cmdline"
+       -nic none -no-reboot -kernel "$kernel" -initrd "$initrd" -append "$cmdline"
        ${extra[@]+"${extra[@]}"})
 fi
 
@@ -229,26 +228,72 @@ mkdir -p "$(dirname "$log")"
 } > "$log"
 echo "boot_debian_kernel: booting $(basename "$kernel") with $vmm (timeout ${timeout_s}s), log: $log" >&2
 
-# Every line gets "[  seconds]" = host time since the VMM started; stdout (the console) and
-# stderr (minivmm's own report) are interleaved in arrival order.
-stamp() {
-  python3 -u -c '
-import sys, time
+# The runner: starts the VMM, prefixes every line of its output with "[  seconds]" = host time
+# since the VMM started (stdout, the console, and stderr, minivmm's own report, interleaved in
+# arrival order), ends it after --timeout (status 124), and ends QEMU once it has printed its
+# "KVM internal error" register dump: QEMU pauses the guest there instead of exiting, so the
+# runner stops it and reports status 10, minivmm's code for the same event.
+runner='
+import os, re, selectors, subprocess, sys, time
+log, timeout, vmm, cmd = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4:]
+out = open(log, "a", buffering=1)
 t0 = time.monotonic()
-for line in sys.stdin.buffer:
-    sys.stdout.write("[%10.3f] %s" % (time.monotonic() - t0, line.decode("utf-8", "replace")))
-    sys.stdout.flush()
-'
-}
+p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                     stderr=subprocess.STDOUT)
+sel = selectors.DefaultSelector()
+sel.register(p.stdout, selectors.EVENT_READ)
+buf, saw_internal_error, stop_reason = b"", False, None
 
-start=$(date +%s.%N)
+def emit(raw, t):
+    global saw_internal_error, stop_reason
+    line = raw.decode("utf-8", "replace").rstrip("\r\n").replace("\r", "")
+    out.write("[%10.3f] %s\n" % (t - t0, line))
+    if vmm == "qemu":
+        if line.startswith("KVM internal error"):
+            saw_internal_error = True
+        elif saw_internal_error and line.startswith("Code="):
+            stop_reason = "qemu paused the guest after a KVM internal error; stopped by the script"
+
+while True:
+    left = timeout - (time.monotonic() - t0)
+    if left <= 0:
+        stop_reason = "timeout after %gs" % timeout
+        break
+    if not sel.select(min(left, 1.0)):
+        if stop_reason:
+            break
+        continue
+    chunk = os.read(p.stdout.fileno(), 65536)
+    if not chunk:
+        break
+    now = time.monotonic()
+    buf += chunk
+    while b"\n" in buf:  # a line is stamped when its newline arrives
+        line, buf = buf.split(b"\n", 1)
+        emit(line, now)
+    if stop_reason:
+        break
+if buf:
+    emit(buf, time.monotonic())
+if stop_reason:
+    p.terminate()
+    try:
+        p.wait(30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+    status = 124 if stop_reason.startswith("timeout") else 10
+    out.write("# %s\n" % stop_reason)
+else:
+    status = p.wait()
+out.write("# exit status %d after %.1fs\n" % (status, time.monotonic() - t0))
+sys.exit(status)
+'
 set +e
-timeout --kill-after=30 "$timeout_s" "${cmd[@]}" </dev/null 2>&1 | stamp >> "$log"
-status=${PIPESTATUS[0]}
+python3 -c "$runner" "$log" "$timeout_s" "$vmm" "${cmd[@]}"
+status=$?
 set -e
-end=$(date +%s.%N)
-elapsed=$(python3 -c "print('%.1f' % ($end - $start))")
-echo "# exit status $status after ${elapsed}s" >> "$log"
+elapsed=$(sed -n 's/^# exit status [0-9]* after \([0-9.]*\)s$/\1/p' "$log" | tail -1)
 
 # Milestones: the first line matching each, with its host time.
 summary() {

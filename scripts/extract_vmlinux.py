@@ -100,14 +100,16 @@ def candidates_from_header(img):
 
 
 def candidates_by_scan(img):
+    """Every offset where a known magic occurs, in file order; the data is sliced lazily."""
     found = []
     for kind, magic in MAGICS:
         pos = img.find(magic)
         while pos != -1:
-            found.append((kind, pos, img[pos:]))
+            found.append((kind, pos))
             pos = img.find(magic, pos + 1)
     found.sort(key=lambda c: c[1])
-    return found
+    for kind, pos in found:
+        yield kind, pos, img[pos:]
 
 
 def is_elf64_x86_64(blob):

@@ -44,12 +44,15 @@ void Kvm::require(long cap, std::string_view name) const {
 std::vector<kvm_cpuid_entry2> Kvm::supported_cpuid() const {
   // Grow until KVM stops answering E2BIG; hosts report ~60-100 entries.
   for (std::size_t n = 128; n <= 4096; n *= 2) {
-    const std::size_t bytes = sizeof(kvm_cpuid2) + n * sizeof(kvm_cpuid_entry2);
+    const std::size_t bytes = kKvmCpuid2HeaderSize + n * sizeof(kvm_cpuid_entry2);
     auto buf = std::make_unique<std::byte[]>(bytes);
     auto* cpuid = reinterpret_cast<kvm_cpuid2*>(buf.get());
     cpuid->nent = static_cast<__u32>(n);
     if (::ioctl(fd_.get(), kKvmGetSupportedCpuid, cpuid) == 0) {
-      return std::vector<kvm_cpuid_entry2>(cpuid->entries, cpuid->entries + cpuid->nent);
+      // The entries start at the kernel's offset, not at g++'s `cpuid->entries` (see kvm.h).
+      const auto* entries =
+          reinterpret_cast<const kvm_cpuid_entry2*>(buf.get() + kKvmCpuid2HeaderSize);
+      return std::vector<kvm_cpuid_entry2>(entries, entries + cpuid->nent);
     }
     if (errno != E2BIG) break;
   }

@@ -14,7 +14,9 @@ namespace minivmm::vmm {
 // The ioctl numbers of the CPUID and MSR calls encode sizeof(struct kvm_cpuid2/kvm_msrs),
 // which is 8 in C but 12 in C++: the uapi __DECLARE_FLEX_ARRAY macro wraps the array in a
 // struct with an empty member, and an empty struct has size 1 in C++. KVM rejects the mismatch
-// with EINVAL, so spell the numbers out with the kernel's size.
+// with EINVAL, so spell the numbers out with the kernel's size. For the same reason g++ places
+// `entries` at offset 12 (kvm_msrs: 16) where the kernel reads offset 8: never use the member,
+// address the entries at kKvmCpuid2HeaderSize from the start of the buffer.
 inline constexpr unsigned long kKvmCpuid2HeaderSize = 8;
 inline constexpr unsigned long kKvmGetSupportedCpuid =
     _IOC(_IOC_READ | _IOC_WRITE, KVMIO, 0x05, kKvmCpuid2HeaderSize);

@@ -88,13 +88,16 @@ Vcpu::~Vcpu() {
 
 void Vcpu::configure(const X86BootState& st, const std::vector<kvm_cpuid_entry2>& cpuid) {
   {
-    const std::size_t bytes = sizeof(kvm_cpuid2) + cpuid.size() * sizeof(kvm_cpuid_entry2);
+    // The kernel's layout: u32 nent, u32 padding, then the entries at offset 8 — not where
+    // g++ puts `kvm_cpuid2::entries` (see kvm.h).
+    const std::size_t bytes = kKvmCpuid2HeaderSize + cpuid.size() * sizeof(kvm_cpuid_entry2);
     auto buf = std::make_unique<std::byte[]>(bytes);
     auto* c = reinterpret_cast<kvm_cpuid2*>(buf.get());
     c->nent = static_cast<__u32>(cpuid.size());
-    std::memcpy(c->entries, cpuid.data(), cpuid.size() * sizeof(kvm_cpuid_entry2));
+    auto* entries = reinterpret_cast<kvm_cpuid_entry2*>(buf.get() + kKvmCpuid2HeaderSize);
+    std::memcpy(entries, cpuid.data(), cpuid.size() * sizeof(kvm_cpuid_entry2));
     for (__u32 i = 0; i < c->nent; ++i) {
-      kvm_cpuid_entry2& e = c->entries[i];
+      kvm_cpuid_entry2& e = entries[i];
       // The APIC id this vCPU reports must match its KVM vcpu id.
       if (e.function == 1) e.ebx = (e.ebx & 0x00ffffffu) | (static_cast<__u32>(index_) << 24);
       if (e.function == 0xb || e.function == 0x1f) e.edx = static_cast<__u32>(index_);

@@ -127,6 +127,29 @@ TEST(BootFailureTest, InstructionKvmCannotRunGivesACleanReport) {
   EXPECT_NE(r.err.find(": cc"), std::string::npos) << "int3 is opcode 0xcc\n" << r.err;
 }
 
+std::uint32_t guest_leaf1_ecx(const std::vector<std::string>& extra) {
+  std::vector<std::string> args{"run", "--kernel", guest_image(), "--cmdline", "cpuid ticks=1"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const RunResult r = run_minivmm(args, false);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const auto pos = r.out.find("cpuid1.ecx=0x");
+  EXPECT_NE(pos, std::string::npos) << r.out;
+  if (pos == std::string::npos) return 0;
+  return static_cast<std::uint32_t>(std::stoul(r.out.substr(pos + 13, 8), nullptr, 16));
+}
+
+TEST(BootCpuidTest, GuestSeesThePolicy) {
+  SKIP_WITHOUT_KVM();
+  constexpr std::uint32_t kCx16 = 1u << 13, kX2apic = 1u << 21, kHypervisor = 1u << 31;
+  const std::uint32_t baseline = guest_leaf1_ecx({"--cpu", "baseline"});
+  EXPECT_EQ(baseline & kCx16, 0u) << "baseline must hide CX16";
+  EXPECT_NE(baseline & kHypervisor, 0u);
+  // x2APIC is one of the few leaf-1 bits this host's KVM lets a VMM clear.
+  const std::uint32_t masked = guest_leaf1_ecx({"--cpuid-mask", "x2apic"});
+  EXPECT_EQ(masked & kX2apic, 0u);
+  EXPECT_EQ(masked | kX2apic, baseline | kX2apic) << "only the masked bit changes";
+}
+
 TEST(BootDurationTest, IdleGuestRunsUntilDurationAndReportsCost) {
   SKIP_WITHOUT_KVM();
   const RunResult r = run_minivmm({"run", "--kernel", guest_image(), "--cmdline",
