@@ -37,8 +37,8 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cache=${MINIVMM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/minivmm}
 
 # The command line both VMMs get. noxsave: this host's KVM cannot emulate xrstor, and CPUID's
-# XSAVE bit cannot be hidden here. clearcpuid=cx16: keeps SLUB off `lock cmpxchg16b`, which the
-# host cannot emulate, even when the VMM's CPUID still shows CX16 (see docs/linux-guests.md).
+# XSAVE bit cannot be hidden here. CX16 (`lock cmpxchg16b`, which this host cannot emulate
+# either) is hidden by minivmm's --cpu baseline and by QEMU's -cpu host,-cx16.
 default_cmdline="console=ttyS0 earlyprintk=serial,ttyS0,115200 noxsave reboot=k panic=-1 nokaslr i8042.noaux i8042.nokbd tsc=reliable no_timer_check"
 
 vmm=minivmm
