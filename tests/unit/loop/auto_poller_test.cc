@@ -5,6 +5,8 @@
 #include "loop/auto_poller.h"
 
 #include <gtest/gtest.h>
+
+#include "tests/support/test_pipe.h"
 #include <fcntl.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -319,26 +321,7 @@ std::unique_ptr<Poller> make_auto(Mode mode) {
   return std::make_unique<AutoPoller>(o, std::make_unique<FlipFlopCost>());
 }
 
-struct Pipe {
-  int r = -1, w = -1;
-  Pipe() {
-    int fds[2];
-    if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) == 0) {
-      r = fds[0];
-      w = fds[1];
-    }
-  }
-  ~Pipe() {
-    if (r >= 0) close(r);
-    if (w >= 0) close(w);
-  }
-  void put(char c = 'x') const { ASSERT_EQ(write(w, &c, 1), 1); }
-  void drain() const {
-    char buf[64];
-    while (read(r, buf, sizeof buf) > 0) {
-    }
-  }
-};
+using Pipe = testing::TestPipe;
 
 class AutoContractTest : public ::testing::TestWithParam<Mode> {
  protected:

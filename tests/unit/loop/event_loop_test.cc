@@ -3,6 +3,8 @@
 #include "loop/event_loop.h"
 
 #include <gtest/gtest.h>
+
+#include "tests/support/test_pipe.h"
 #include <fcntl.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
@@ -22,26 +24,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-struct Pipe {
-  int r = -1, w = -1;
-  Pipe() {
-    int fds[2];
-    if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) == 0) {
-      r = fds[0];
-      w = fds[1];
-    }
-  }
-  ~Pipe() {
-    if (r >= 0) close(r);
-    if (w >= 0) close(w);
-  }
-  void put(char c = 'x') const { ASSERT_EQ(write(w, &c, 1), 1); }
-  void drain() const {
-    char buf[64];
-    while (read(r, buf, sizeof buf) > 0) {
-    }
-  }
-};
+using Pipe = testing::TestPipe;
 
 class EventLoopTest : public ::testing::TestWithParam<PollerKind> {
  protected:
