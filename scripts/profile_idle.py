@@ -80,17 +80,7 @@ def wait_for_banner(path, proc, timeout=120):
     raise RuntimeError("guest banner never appeared")
 
 
-def busy_jiffies():
-    """All CPUs' non-idle time from /proc/stat, in clock ticks (includes kernel threads, e.g. the
-    kworker that injects an irqfd into the PIC, which per-process numbers miss)."""
-    with open("/proc/stat") as f:
-        fields = [int(x) for x in f.readline().split()[1:]]
-    idle = fields[3] + fields[4]  # idle + iowait
-    return sum(fields[:8]) - idle
-
-
 def perf_window(pid, seconds):
-    before = busy_jiffies()
     res = subprocess.run(["perf", "stat", "-x", ",", "-e",
                           "raw_syscalls:sys_enter,context-switches,task-clock", "-p", str(pid),
                           "--", "sleep", str(seconds)], capture_output=True, text=True)
@@ -99,9 +89,6 @@ def perf_window(pid, seconds):
         parts = line.split(",")
         if len(parts) > 3 and parts[0] and parts[0][0].isdigit():
             vals[parts[2]] = float(parts[0])
-    # Host-wide busy CPU in ms over the window (includes other load on the machine: compare
-    # against the "nothing running" row).
-    vals["host-busy-ms"] = (busy_jiffies() - before) * 1000.0 / os.sysconf("SC_CLK_TCK")
     return vals
 
 
@@ -187,7 +174,7 @@ def main():
     for name, _, _ in selected:
         rs = runs[name]
         med = {}
-        for key in ["raw_syscalls:sys_enter", "context-switches", "task-clock", "host-busy-ms"]:
+        for key in ["raw_syscalls:sys_enter", "context-switches", "task-clock"]:
             vals = sorted(r["perf"][key] for r in rs if key in r["perf"])
             if vals:
                 med[key] = vals[len(vals) // 2]
@@ -200,8 +187,8 @@ def main():
     print("Per guest tick (ticks = Hz x seconds). Syscalls: perf raw_syscalls:sys_enter, all "
           "threads, untraced; strace: the same under `strace -c -f`.\n")
     print("| configuration | syscalls/tick | strace syscalls/tick | timer_settime+timerfd_settime/tick "
-          "| timer_gettime | ctx switches/tick | CPU us/tick | host-wide busy us/tick |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| timer_gettime | ctx switches/tick | CPU us/tick |")
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
         t = r["ticks"]
         p = r["perf"]
@@ -216,8 +203,7 @@ def main():
               f"{fmt(settime / t if settime is not None else None, 3)} | "
               f"{st.get('timer_gettime', 0) if st else '-'} | "
               f"{fmt(cs / t if cs is not None else None)} | "
-              f"{fmt(cpu_ms * 1000 / t if cpu_ms is not None else None, 1)} | "
-              f"{fmt(p['host-busy-ms'] * 1000 / t if 'host-busy-ms' in p else None, 1)} |")
+              f"{fmt(cpu_ms * 1000 / t if cpu_ms is not None else None, 1)} |")
 
     qemu_split = next((r for r in rows if "split" in r["name"]), None)
     if qemu_split and qemu_split["perf"].get("task-clock"):
