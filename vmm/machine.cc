@@ -240,7 +240,7 @@ RunReport Machine::collect_report() const {
   r.alarm = std::string(timers::alarm_kind_name(config_.alarm));
   r.poller = std::string(loop::poller_kind_name(config_.poller));
   {
-    std::lock_guard lock(const_cast<std::mutex&>(stop_mu_));
+    std::lock_guard lock(stop_mu_);
     r.exit_reason = exit_reason_;
     r.exit_code = exit_status_;
   }
