@@ -60,7 +60,10 @@ TEST_P(BootTest, GuestTicksAtRequestedRateAndExitsThroughDebugExit) {
   const double vm_s = s["time"]["vm_s"].get<double>();
   const double expected_s = static_cast<double>(c.ticks) / c.hz;
   EXPECT_GT(vm_s, expected_s - 0.01) << "guest finished faster than its ticks allow";
-  EXPECT_LT(vm_s, expected_s + 0.35) << "guest time far beyond ticks/hz";
+  // Upper bound: a guest that misses interrupts (at 1024 Hz the RTC costs a user-space exit per
+  // tick for the register C read, and ctest -j2 runs two VMs on two cores) counts slower; a
+  // rate bug (ticks at half speed) still fails.
+  EXPECT_LT(vm_s, expected_s * 1.3 + 0.35) << "guest time far beyond ticks/hz";
 
   if (c.pit == "user" && c.timer == "pit") {
     // minivmm's own PIT injected them: at least what the guest counted, plus only the ticks
