@@ -20,6 +20,8 @@
 #include <optional>
 #include <span>
 
+#include <spdlog/spdlog.h>
+
 #include "devices/port_io_device.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "tests/fuzz/fuzz_env.h"
@@ -179,3 +181,17 @@ void run_twins(const std::uint8_t* data, std::size_t size, Make make) {
 }
 
 }  // namespace minivmm::fuzz
+
+// Defines the libFuzzer entry points for one device rig: logging off (formatting guest-error
+// logs costs more than the device call they report), then each input runs on identical twins.
+#define MINIVMM_DEVICE_FUZZ_TARGET(Rig)                                                  \
+  extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {                \
+    spdlog::set_level(spdlog::level::off);                                               \
+    return 0;                                                                            \
+  }                                                                                      \
+  extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {   \
+    ::minivmm::fuzz::run_twins(data, size, [](std::uint8_t config) {                     \
+      return std::make_unique<::minivmm::fuzz::DeviceTarget<::minivmm::fuzz::Rig>>(config); \
+    });                                                                                  \
+    return 0;                                                                            \
+  }
