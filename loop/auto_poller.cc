@@ -36,7 +36,7 @@ class ThreadCpuCost final : public AutoPoller::CostSource {
   static Nanos read() noexcept {
     timespec ts{};
     // Not served by the vDSO: a real syscall, counted with the loop's.
-    timers::loop_syscalls().add(timers::Syscall::kClockGettime);
+    timers::thread_syscalls().add(timers::Syscall::kClockGettime);
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return Nanos{static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec};
   }

@@ -11,7 +11,7 @@
 namespace minivmm::loop {
 namespace {
 
-using timers::loop_syscalls;
+using timers::thread_syscalls;
 using timers::Syscall;
 
 std::uint32_t to_epoll(std::uint32_t interest, bool edge) {
@@ -75,7 +75,7 @@ bool EpollPoller::add(int fd, std::uint32_t interest, bool edge) {
   epoll_event ev{};
   ev.events = to_epoll(interest, edge);
   ev.data.fd = fd;
-  loop_syscalls().add(Syscall::kEpollCtl);
+  thread_syscalls().add(Syscall::kEpollCtl);
   if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) return false;
   edge_[fd] = edge;
   if (events_.size() < edge_.size() + 1) events_.resize(edge_.size() + 1);
@@ -91,13 +91,13 @@ bool EpollPoller::modify(int fd, std::uint32_t interest) {
   epoll_event ev{};
   ev.events = to_epoll(interest, it->second);
   ev.data.fd = fd;
-  loop_syscalls().add(Syscall::kEpollCtl);
+  thread_syscalls().add(Syscall::kEpollCtl);
   return epoll_ctl(epfd_, EPOLL_CTL_MOD, fd, &ev) == 0;
 }
 
 void EpollPoller::remove(int fd) {
   if (edge_.erase(fd) == 0) return;
-  loop_syscalls().add(Syscall::kEpollCtl);
+  thread_syscalls().add(Syscall::kEpollCtl);
   epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
 }
 
@@ -106,7 +106,7 @@ int EpollPoller::wait_timerfd(std::optional<Nanos> timeout) {
   if (!timeout || *timeout <= Nanos{0}) {
     if (timerfd_armed_) {
       itimerspec off{};
-      loop_syscalls().add(Syscall::kTimerfdSettime);
+      thread_syscalls().add(Syscall::kTimerfdSettime);
       timerfd_settime(timerfd_, 0, &off, nullptr);
       timerfd_armed_ = false;
     }
@@ -114,7 +114,7 @@ int EpollPoller::wait_timerfd(std::optional<Nanos> timeout) {
   }
   itimerspec spec{};
   spec.it_value = to_timespec(*timeout);
-  loop_syscalls().add(Syscall::kTimerfdSettime);
+  thread_syscalls().add(Syscall::kTimerfdSettime);
   timerfd_settime(timerfd_, 0, &spec, nullptr);
   timerfd_armed_ = true;
   return -1;
@@ -126,12 +126,12 @@ int EpollPoller::wait(std::optional<Nanos> timeout, std::vector<PollEvent>& read
   int n = 0;
   if (timerfd_ >= 0) {
     const int ms = wait_timerfd(timeout);
-    loop_syscalls().add(Syscall::kEpollWait);
+    thread_syscalls().add(Syscall::kEpollWait);
     n = epoll_wait(epfd_, events_.data(), max, ms);
   } else if (pwait2_) {
     timespec ts{};
     if (timeout) ts = to_timespec(*timeout);
-    loop_syscalls().add(Syscall::kEpollPwait2);
+    thread_syscalls().add(Syscall::kEpollPwait2);
     n = epoll_pwait2(epfd_, events_.data(), max, timeout ? &ts : nullptr, nullptr);
     if (n < 0 && errno == ENOSYS) {
       pwait2_ = false;
@@ -144,7 +144,7 @@ int EpollPoller::wait(std::optional<Nanos> timeout, std::vector<PollEvent>& read
       const auto ns = std::max<std::int64_t>(timeout->count(), 0);
       ms = static_cast<int>(std::min<std::int64_t>((ns + 999'999) / 1'000'000, 1 << 30));
     }
-    loop_syscalls().add(Syscall::kEpollWait);
+    thread_syscalls().add(Syscall::kEpollWait);
     n = epoll_wait(epfd_, events_.data(), max, ms);
   }
   if (n < 0) return errno == EINTR ? 0 : -1;

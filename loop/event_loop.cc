@@ -10,7 +10,7 @@
 
 namespace minivmm::loop {
 
-using timers::loop_syscalls;
+using timers::thread_syscalls;
 using timers::Syscall;
 
 EventLoop::EventLoop(std::unique_ptr<Poller> poller, timers::Dynticks& dynticks)
@@ -83,7 +83,7 @@ void EventLoop::schedule(std::function<void()> fn) {
 void EventLoop::wake() {
   const std::uint64_t one = 1;
   // Counted with the loop path: a vCPU-thread arm that moves a deadline earlier costs this.
-  loop_syscalls().add(Syscall::kWrite);
+  thread_syscalls().add(Syscall::kWrite);
   [[maybe_unused]] const ssize_t n = ::write(wake_fd_, &one, sizeof one);
 }
 
@@ -94,7 +94,7 @@ void EventLoop::stop() {
 
 void EventLoop::drain_wake_fd() {
   std::uint64_t value = 0;
-  loop_syscalls().add(Syscall::kRead);
+  thread_syscalls().add(Syscall::kRead);
   [[maybe_unused]] const ssize_t n = ::read(wake_fd_, &value, sizeof value);
 }
 

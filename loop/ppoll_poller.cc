@@ -67,7 +67,7 @@ int PpollPoller::wait(std::optional<Nanos> timeout, std::vector<PollEvent>& read
     ts.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
     ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
   }
-  timers::loop_syscalls().add(timers::Syscall::kPpoll);
+  timers::thread_syscalls().add(timers::Syscall::kPpoll);
   const int n = ppoll(fds_.data(), fds_.size(), timeout ? &ts : nullptr, nullptr);
   if (n < 0) return errno == EINTR ? 0 : -1;
   for (const pollfd& p : fds_) {

@@ -56,13 +56,13 @@ bool PosixTimerAlarm::arm(Nanos deadline, Nanos interval) {
   itimerspec spec{};
   spec.it_value = to_timespec(deadline);
   spec.it_interval = to_timespec(interval);
-  loop_syscalls().add(Syscall::kTimerSettime);
+  thread_syscalls().add(Syscall::kTimerSettime);
   return timer_settime(timer_, TIMER_ABSTIME, &spec, nullptr) == 0;
 }
 
 bool PosixTimerAlarm::disarm() {
   itimerspec spec{};
-  loop_syscalls().add(Syscall::kTimerSettime);
+  thread_syscalls().add(Syscall::kTimerSettime);
   return timer_settime(timer_, 0, &spec, nullptr) == 0;
 }
 
@@ -70,7 +70,7 @@ bool PosixTimerAlarm::consume(bool /*edge*/) {
   // A pending timer signal is not queued twice (later expiries count as overruns), so one
   // siginfo per wakeup is all there can be.
   std::array<signalfd_siginfo, 4> info{};
-  loop_syscalls().add(Syscall::kRead);
+  thread_syscalls().add(Syscall::kRead);
   const ssize_t n = read(signal_fd_, info.data(), sizeof info);
   return n > 0 || (n < 0 && errno == EAGAIN);
 }

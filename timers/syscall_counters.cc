@@ -15,6 +15,7 @@ std::string_view syscall_name(Syscall s) noexcept {
     case Syscall::kTimerGettime: return "timer_gettime";
     case Syscall::kIoctl: return "ioctl";
     case Syscall::kClockGettime: return "clock_gettime";
+    case Syscall::kRtSigtimedwait: return "rt_sigtimedwait";
     case Syscall::kCount: break;
   }
   return "?";
@@ -30,5 +31,20 @@ SyscallCounters& loop_syscalls() noexcept {
   static SyscallCounters counters;
   return counters;
 }
+
+SyscallCounters& vcpu_syscalls() noexcept {
+  static SyscallCounters counters;
+  return counters;
+}
+
+namespace {
+thread_local SyscallCounters* this_thread_counters = nullptr;
+}  // namespace
+
+SyscallCounters& thread_syscalls() noexcept {
+  return this_thread_counters ? *this_thread_counters : loop_syscalls();
+}
+
+void set_thread_syscalls(SyscallCounters& counters) noexcept { this_thread_counters = &counters; }
 
 }  // namespace minivmm::timers

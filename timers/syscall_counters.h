@@ -1,6 +1,8 @@
-// The VMM's own count of every syscall kind it makes on the loop path, so the stats can be
+// The VMM's own count of every syscall kind it makes on its hot paths, so the stats can be
 // checked against `strace -c -f` (and still be had without strace, which inflates timing).
-// Process-wide, lock-free; incremented right where the syscall is made.
+// Two process-wide, lock-free sets: the loop thread's and the vCPU threads'. Each call site
+// counts into thread_syscalls(), the set of the thread it runs on, so a PIT tick is charged to
+// whichever thread delivered it.
 #pragma once
 
 #include <array>
@@ -23,6 +25,7 @@ enum class Syscall : std::size_t {
   kTimerGettime,  // never made: counted so the report can show the zero
   kIoctl,
   kClockGettime,  // only the thread-CPU-time reads of --poll auto's trials (not vDSO)
+  kRtSigtimedwait,  // a vCPU thread taking its timer signal after KVM_RUN returned EINTR
   kCount,
 };
 
@@ -44,5 +47,12 @@ class SyscallCounters {
 
 // The counters of the loop thread's syscalls (the hot path the idle-cost claims are about).
 SyscallCounters& loop_syscalls() noexcept;
+// The counters of every vCPU thread's syscalls (KVM_RUN, and with --pit-thread vcpu the tick).
+SyscallCounters& vcpu_syscalls() noexcept;
+
+// The set the calling thread counts into: loop_syscalls() unless the thread chose another.
+SyscallCounters& thread_syscalls() noexcept;
+// Called once at the start of a thread that is not the loop thread (a vCPU).
+void set_thread_syscalls(SyscallCounters& counters) noexcept;
 
 }  // namespace minivmm::timers

@@ -38,7 +38,7 @@ bool TimerfdAlarm::settime(Nanos value, Nanos interval, bool absolute) {
   itimerspec spec{};
   spec.it_value = to_timespec(value);
   spec.it_interval = to_timespec(interval);
-  loop_syscalls().add(Syscall::kTimerfdSettime);
+  thread_syscalls().add(Syscall::kTimerfdSettime);
   return timerfd_settime(fd_, absolute ? TFD_TIMER_ABSTIME : 0, &spec, nullptr) == 0;
 }
 
@@ -61,7 +61,7 @@ bool TimerfdAlarm::consume(bool edge) {
   // EPOLLET needs no read at all, since the next timerfd_settime resets it.
   if (edge && interval_ == Nanos{0} && !fixed_rate()) return true;
   std::uint64_t expirations = 0;
-  loop_syscalls().add(Syscall::kRead);
+  thread_syscalls().add(Syscall::kRead);
   const ssize_t n = read(fd_, &expirations, sizeof expirations);
   return n == sizeof expirations || (n < 0 && errno == EAGAIN);
 }

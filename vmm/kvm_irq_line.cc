@@ -32,7 +32,7 @@ void KvmIrqLine::pulse() noexcept {
     return;
   }
   const std::uint64_t one = 1;
-  timers::loop_syscalls().add(timers::Syscall::kWrite);
+  timers::thread_syscalls().add(timers::Syscall::kWrite);
   [[maybe_unused]] const ssize_t n = ::write(irqfd_.get(), &one, sizeof one);
 }
 

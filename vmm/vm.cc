@@ -84,7 +84,7 @@ int Vm::irq_line(std::uint32_t gsi, bool level) const noexcept {
   kvm_irq_level irq{};
   irq.irq = gsi;
   irq.level = level ? 1 : 0;
-  timers::loop_syscalls().add(timers::Syscall::kIoctl);
+  timers::thread_syscalls().add(timers::Syscall::kIoctl);
   if (::ioctl(fd_.get(), KVM_IRQ_LINE_STATUS, &irq) < 0) return -errno;
   return irq.status;
 }
