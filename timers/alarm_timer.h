@@ -29,6 +29,12 @@ class AlarmTimer {
   // loop must pass deadline() as its poll timeout instead.
   virtual int fd() const noexcept = 0;
 
+  // True if arm()/disarm() program a host timer (a syscall each), so Dynticks must call them;
+  // false for the poll-timeout alarm, whose "arm" is the next wait's timeout. Every backend with
+  // an fd has one; the thread-signal alarm has one and no fd (its signal interrupts a blocking
+  // call of the thread it is aimed at).
+  virtual bool has_host_timer() const noexcept { return fd() >= 0; }
+
   // True if, registered edge-triggered (epoll's EPOLLET), the fd reports each new expiry without
   // being read, so consume() may skip its read: a one-shot timerfd re-armed by timerfd_settime
   // does. A signalfd does not (a pending timer signal is not queued twice), nor does a periodic

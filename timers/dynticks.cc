@@ -10,7 +10,7 @@ Dynticks::Dynticks(AlarmTimer& alarm, const Clock& monotonic, std::vector<TimerL
       monotonic_(monotonic),
       lists_(std::move(lists)),
       options_(options),
-      loop_thread_(std::this_thread::get_id()) {
+      owner_(std::this_thread::get_id()) {
   for (TimerList* list : lists_) {
     list->set_head_changed_hook([this](const TimerList& l, Nanos deadline, Nanos slack) {
       on_head_changed(l, deadline, slack);
@@ -18,8 +18,12 @@ Dynticks::Dynticks(AlarmTimer& alarm, const Clock& monotonic, std::vector<TimerL
   }
 }
 
+void Dynticks::adopt_current_thread() noexcept {
+  owner_.store(std::this_thread::get_id(), std::memory_order_release);
+}
+
 void Dynticks::on_head_changed(const TimerList& list, Nanos deadline, Nanos slack) {
-  if (std::this_thread::get_id() == loop_thread_) {
+  if (std::this_thread::get_id() == owner_.load(std::memory_order_acquire)) {
     stale_.store(true, std::memory_order_relaxed);
     return;
   }
@@ -79,6 +83,20 @@ bool Dynticks::rearm() {
   return update_alarm();
 }
 
+bool Dynticks::suspend() {
+  stale_.store(false, std::memory_order_relaxed);
+  publish(kPublishedNone);
+  if (!armed_) return true;
+  armed_ = false;
+  interval_ = Nanos{0};
+  ++stats_.disarms;
+  if (alarm_.has_host_timer() && !alarm_.disarm()) {
+    ++stats_.alarm_failures;
+    return false;
+  }
+  return true;
+}
+
 bool Dynticks::update_alarm() {
   stale_.store(false, std::memory_order_relaxed);
   publish(kPublishedComputing);
@@ -102,7 +120,7 @@ bool Dynticks::update_alarm() {
     }
   }
 
-  const bool has_fd = alarm_.fd() >= 0;
+  const bool host_timer = alarm_.has_host_timer();
   if (alarm_.fixed_rate()) {
     // The baseline does not follow deadlines; keep the bookkeeping for poll_timeout() only.
     armed_ = earliest.has_value();
@@ -115,7 +133,7 @@ bool Dynticks::update_alarm() {
     armed_ = false;
     interval_ = Nanos{0};
     ++stats_.disarms;
-    if (has_fd && !alarm_.disarm()) {
+    if (host_timer && !alarm_.disarm()) {
       ++stats_.alarm_failures;
       return false;
     }
@@ -146,7 +164,7 @@ bool Dynticks::update_alarm() {
   armed_ = true;
   target_ = target;
   interval_ = interval;
-  if (!has_fd) return true;  // poll-timeout alarm: the timeout is the arm, no syscall
+  if (!host_timer) return true;  // poll-timeout alarm: the timeout is the arm, no syscall
   ++stats_.arms;
   if (!alarm_.arm(target, interval)) {
     ++stats_.alarm_failures;

@@ -4,7 +4,9 @@
 // expiry" idea: the armed deadline is cached here, so nothing ever asks the kernel
 // (old QEMU's timer_gettime) what is armed.
 //
-// Threads: run_timers()/rearm()/deadline()/poll_timeout()/stats() on the loop thread only.
+// Threads: run_timers()/rearm()/deadline()/poll_timeout()/stats() on the owning thread only: the
+// loop thread that constructed it, or a thread that adopted it (a vCPU thread hosting its own
+// timers, ThreadTimers).
 // The head-changed hook it installs on each TimerList may run on any thread: from a vCPU thread
 // it wakes the loop (the arm moved that list's earliest deadline earlier); from the loop thread
 // it only marks the cached deadline stale, to be recomputed before the loop waits again.
@@ -67,6 +69,15 @@ class Dynticks {
   // Recompute and re-arm without running timers: after pause/resume or a loop-thread arm.
   bool rearm();
 
+  // Disarms the host alarm and forgets what was armed, until the next rearm()/run_timers():
+  // for a thread that stops waiting for its timers for a while (a parked vCPU). A cross-thread
+  // arm meanwhile wakes the thread (the published deadline is "none").
+  bool suspend();
+
+  // Makes the calling thread the owner: its arms only mark the deadline stale, other threads'
+  // arms wake it. For a Dynticks built on one thread and run on another (ThreadTimers).
+  void adopt_current_thread() noexcept;
+
   // A loop-thread arm moved a list head since the last computation.
   bool stale() const noexcept { return stale_.load(std::memory_order_relaxed); }
 
@@ -93,7 +104,7 @@ class Dynticks {
   const Clock& monotonic_;
   const std::vector<TimerList*> lists_;
   const DynticksOptions options_;
-  const std::thread::id loop_thread_;
+  std::atomic<std::thread::id> owner_;  // the thread that runs passes
   std::function<void()> wake_;
 
   std::atomic<bool> stale_{false};

@@ -15,12 +15,18 @@ namespace minivmm::vmm {
 
 enum class PitMode { kUser, kKvm };
 
+// Which thread takes the user-space PIT's expiry: the loop thread (an alarm backend wakes it,
+// it raises IRQ0, the vCPU wakes for the interrupt), or the vCPU thread itself (a POSIX timer
+// signal interrupts KVM_RUN: one thread wakeup per tick instead of two).
+enum class PitThread { kLoop, kVcpu };
+
 struct Config {
   std::string kernel_path;
   std::string initrd_path;
   std::string cmdline;
   std::uint64_t memory_bytes = 64ull << 20;
   PitMode pit = PitMode::kUser;
+  PitThread pit_thread = PitThread::kLoop;
   std::optional<double> duration_s;  // stop after this long (rt_clock)
   std::string stats_path;            // "" none, "-" stdout
   bool quiet_summary = false;
@@ -35,7 +41,10 @@ struct Config {
   CpuModel cpu = CpuModel::kBaseline;
   std::vector<std::string> cpuid_mask;
   std::string api_socket;
-  bool irq_inject_ioctl = false;  // PIT ticks through KVM_IRQ_LINE instead of an irqfd
+  // How PIT ticks reach KVM; nullopt: the measured best for the thread that delivers them
+  // (loop: an irqfd write; vCPU: KVM_IRQ_LINE, which injects at once instead of through a
+  // kernel worker the halted vCPU would have to block for).
+  std::optional<bool> irq_inject_ioctl;
   bool console_input = true;  // forward stdin to COM1
   bool interactive = false;   // raw terminal; Ctrl-A x quits
 };

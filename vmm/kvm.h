@@ -23,6 +23,12 @@ inline constexpr unsigned long kKvmGetSupportedCpuid =
 inline constexpr unsigned long kKvmSetCpuid2 = _IOC(_IOC_WRITE, KVMIO, 0x90, kKvmCpuid2HeaderSize);
 // struct kvm_msrs has the same flex-array header (nmsrs, pad).
 inline constexpr unsigned long kKvmSetMsrs = _IOC(_IOC_WRITE, KVMIO, 0x89, kKvmCpuid2HeaderSize);
+// struct kvm_signal_mask is {u32 len; u8 sigset[]}: 4 bytes to the kernel, 8 to g++ (the same
+// flexible-array wrapper), and the size is part of the ioctl number, so spell it out; the
+// kernel reads the sigset right after len, at offset 4.
+inline constexpr unsigned long kKvmSignalMaskHeaderSize = 4;
+inline constexpr unsigned long kKvmSetSignalMask =
+    _IOC(_IOC_WRITE, KVMIO, 0x8b, kKvmSignalMaskHeaderSize);
 
 class Kvm {
  public:

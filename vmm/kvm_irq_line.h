@@ -28,6 +28,8 @@ class KvmIrqLine final : public devices::IrqLine {
   void pulse() noexcept override;
   bool pulse_checked() noexcept override;
 
+  IrqInject inject() const noexcept { return inject_; }
+
  private:
   const Vm& vm_;
   const std::uint32_t gsi_;

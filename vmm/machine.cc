@@ -3,7 +3,6 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -66,7 +65,10 @@ Machine::Machine(Config config)
       loop_(std::make_unique<loop::EventLoop>(make_loop_poller(config_), *dynticks_)),
       kvm_(),
       vm_(kvm_, config_.memory_bytes),
-      irq0_(vm_, kIrqPit, config_.irq_inject_ioctl ? IrqInject::kIoctl : IrqInject::kIrqfd),
+      irq0_(vm_, kIrqPit,
+            config_.irq_inject_ioctl.value_or(config_.pit_thread == PitThread::kVcpu)
+                ? IrqInject::kIoctl
+                : IrqInject::kIrqfd),
       irq4_(vm_, kIrqCom1),
       irq8_(vm_, kIrqRtc),
       uart_(irq4_, console_sink_, &rt_timers_),
@@ -77,8 +79,6 @@ Machine::Machine(Config config)
                       [this](const timers::Timer::Expiry&) {
                         request_stop(ExitCode::kOk, "--duration expired");
                       }) {
-  setup_signals();
-
   // Port map of a PC (the addresses every OS probes).
   bus_.attach(0x3f8, 8, uart_);
   bus_.attach(0xf4, 4, debug_exit_);
@@ -89,7 +89,14 @@ Machine::Machine(Config config)
   if (config_.pit == PitMode::kKvm) {
     vm_.create_kernel_pit();
   } else {
-    pit_ = std::make_unique<devices::I8254Pit>(vm_timers_, irq0_, config_.lost_ticks);
+    timers::TimerList* pit_timers = &vm_timers_;
+    if (config_.pit_thread == PitThread::kVcpu) {
+      vcpu_timers_ = std::make_unique<timers::ThreadTimers>(
+          mono_, std::vector<timers::TimerList*>{&vcpu_vm_timers_},
+          timers::DynticksOptions{timers::Nanos{config_.min_delta_ns}});
+      pit_timers = &vcpu_vm_timers_;
+    }
+    pit_ = std::make_unique<devices::I8254Pit>(*pit_timers, irq0_, config_.lost_ticks);
     speaker_ = std::make_unique<devices::I8254SpeakerPort>(*pit_);
     bus_.attach(0x40, 4, *pit_);
     bus_.attach(0x61, 1, *speaker_);
@@ -118,6 +125,10 @@ Machine::Machine(Config config)
     request_stop(code, why);
   });
   vcpu_->configure(k.boot_state, cpuid);
+  if (vcpu_timers_) {
+    vcpu_timers_->set_wake([this] { vcpu_->interrupt(); });
+    vcpu_->host_timers(vcpu_timers_.get());
+  }
 
   if (!config_.api_socket.empty()) {
     ControlHandlers handlers;
@@ -141,36 +152,26 @@ Machine::Machine(Config config)
       throw VmmError(ExitCode::kHostFailure, std::string("--api-socket: ") + e.what());
     }
   }
+
+  // Before run() starts the vCPU thread, so that it and every later thread inherit the mask.
+  try {
+    stop_signals_ = std::make_unique<StopSignals>([this](int signo) { on_signal(signo); });
+  } catch (const std::system_error& e) {
+    throw VmmError(ExitCode::kHostFailure, std::string("signals: ") + e.what());
+  }
 }
 
 Machine::~Machine() {
+  stop_signals_.reset();
   if (vcpu_) {
     vcpu_->request_stop();
     vcpu_->join();
   }
 }
 
-void Machine::setup_signals() {
-  // SIGINT/SIGTERM become fd events on the loop thread; blocked here, before any other thread
-  // exists, so every thread inherits the mask and none runs an async handler.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  signal_fd_.reset(::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC));
-  if (!signal_fd_.valid()) {
-    throw VmmError(ExitCode::kHostFailure, std::string("signalfd: ") + std::strerror(errno));
-  }
-  loop_->watch(signal_fd_.get(), loop::kReadable, loop::FdHandlers{[this] { on_signal(); }, {}, {}});
-}
-
-void Machine::on_signal() {
-  signalfd_siginfo info{};
-  while (::read(signal_fd_.get(), &info, sizeof info) == sizeof info) {
-    if (info.ssi_signo == SIGINT) request_stop(ExitCode::kSigint, "interrupted (SIGINT)");
-    if (info.ssi_signo == SIGTERM) request_stop(ExitCode::kSigterm, "terminated (SIGTERM)");
-  }
+void Machine::on_signal(int signo) {
+  if (signo == SIGINT) request_stop(ExitCode::kSigint, "interrupted (SIGINT)");
+  if (signo == SIGTERM) request_stop(ExitCode::kSigterm, "terminated (SIGTERM)");
 }
 
 void Machine::request_stop(ExitCode code, const std::string& why) {
@@ -237,6 +238,10 @@ RunReport Machine::collect_report() const {
   r.kernel = config_.kernel_path;
   r.cmdline = config_.cmdline;
   r.pit_mode = config_.pit == PitMode::kUser ? "user" : "kvm";
+  if (pit_) {
+    r.pit_thread = config_.pit_thread == PitThread::kVcpu ? "vcpu" : "loop";
+    r.irq_inject = irq0_.inject() == IrqInject::kIoctl ? "ioctl" : "irqfd";
+  }
   r.alarm = std::string(timers::alarm_kind_name(config_.alarm));
   r.poller = std::string(loop::poller_kind_name(config_.poller));
   {
@@ -292,6 +297,24 @@ RunReport Machine::collect_report() const {
   for (std::size_t i = 0; i < static_cast<std::size_t>(timers::Syscall::kCount); ++i) {
     const auto s = static_cast<timers::Syscall>(i);
     r.loop_syscalls[std::string(timers::syscall_name(s))] = timers::loop_syscalls().get(s);
+    r.vcpu_syscalls[std::string(timers::syscall_name(s))] = timers::vcpu_syscalls().get(s);
+  }
+  if (vcpu_timers_) {
+    const auto t = vcpu_timers_->stats();
+    const auto& p = t.passes;
+    r.vcpu_timers = {{"passes", p.passes},
+                     {"timers_run", p.timers_run},
+                     {"clock_reads", p.clock_reads},
+                     {"alarm_arms", p.arms},
+                     {"alarm_arms_skipped", p.arms_skipped},
+                     {"alarm_disarms", p.disarms},
+                     {"alarm_wakeups", p.alarm_wakeups},
+                     {"false_wakeups", p.false_wakeups},
+                     {"cancelled_wakeups", p.cancelled_wakeups},
+                     {"clamped_deadlines", p.clamped},
+                     {"cross_thread_wakes", p.cross_thread_wakes},
+                     {"kvm_run_interruptions", t.interruptions},
+                     {"timer_signals_taken", t.signals_taken}};
   }
   {
     const auto u = uart_.stats();

@@ -26,6 +26,7 @@
 #include "timers/dynticks.h"
 #include "timers/monotonic_clock.h"
 #include "timers/timer.h"
+#include "timers/thread_timers.h"
 #include "timers/timer_list.h"
 #include "timers/vm_clock.h"
 #include "timers/wall_clock.h"
@@ -35,6 +36,7 @@
 #include "vmm/kvm.h"
 #include "vmm/kvm_irq_line.h"
 #include "vmm/run_report.h"
+#include "vmm/stop_signals.h"
 #include "vmm/unique_fd.h"
 #include "vmm/vcpu.h"
 #include "vmm/vm.h"
@@ -66,8 +68,7 @@ class Machine {
   RunReport collect_report() const;
 
  private:
-  void setup_signals();
-  void on_signal();
+  void on_signal(int signo);
 
   Config config_;
   std::vector<std::byte> kernel_image_;
@@ -78,10 +79,12 @@ class Machine {
   timers::WallClock wall_clock_;
   timers::TimerList vm_timers_{timers::ClockType::kVm, vm_clock_};
   timers::TimerList rt_timers_{timers::ClockType::kRt, mono_};
+  // --pit-thread vcpu: the PIT's vm_clock timers, run by the vCPU thread between KVM_RUNs.
+  timers::TimerList vcpu_vm_timers_{timers::ClockType::kVm, vm_clock_};
+  std::unique_ptr<timers::ThreadTimers> vcpu_timers_;
   std::unique_ptr<timers::AlarmTimer> alarm_;
   std::unique_ptr<timers::Dynticks> dynticks_;
   std::unique_ptr<loop::EventLoop> loop_;
-  UniqueFd signal_fd_;
 
   Kvm kvm_;
   Vm vm_;
@@ -111,6 +114,9 @@ class Machine {
   timers::Nanos start_mono_{0};
   timers::Nanos start_vm_{0};
   RunReport report_;
+
+  // Last: its thread calls request_stop(), which reaches the vCPU and the loop.
+  std::unique_ptr<StopSignals> stop_signals_;
 };
 
 }  // namespace minivmm::vmm

@@ -81,6 +81,12 @@ int main(int argc, char** argv) {
   run->add_option("--pit", pit, "i8254 PIT: user (minivmm's) or kvm (in-kernel baseline)")
       ->check(CLI::IsMember({"user", "kvm"}))
       ->capture_default_str();
+  std::string pit_thread = "loop";
+  run->add_option("--pit-thread", pit_thread,
+                  "thread that takes the user PIT's expiry: loop (an alarm wakes the loop, "
+                  "which raises IRQ0) or vcpu (a timer signal interrupts KVM_RUN)")
+      ->check(CLI::IsMember({"loop", "vcpu"}))
+      ->capture_default_str();
   run->add_option("--duration", duration, "stop after this many seconds (0: run until the guest exits)")
       ->check(CLI::Range(0.0, 1e7));
   run->add_option("--stats", c.stats_path, "write run statistics as JSON to FILE, or - for stdout");
@@ -110,11 +116,12 @@ int main(int argc, char** argv) {
   run->add_option("--api-socket", c.api_socket, "control socket path");
   run->add_flag("--interactive", c.interactive,
                 "raw terminal for the guest console (Ctrl-A x quits, Ctrl-A Ctrl-A sends Ctrl-A)");
-  std::string irq_inject = "irqfd";
+  std::string irq_inject = "auto";
   run->add_option("--irq-inject", irq_inject,
-                  "how PIT ticks reach KVM: irqfd (1 syscall, a kernel worker injects) or ioctl "
-                  "(KVM_IRQ_LINE up and down: 2 syscalls, injected by the loop thread)")
-      ->check(CLI::IsMember({"irqfd", "ioctl"}))
+                  "how PIT ticks reach KVM: irqfd (1 syscall, a kernel worker injects), ioctl "
+                  "(KVM_IRQ_LINE up and down: 2 syscalls, injected by the calling thread) or "
+                  "auto (irqfd from the loop thread, ioctl from the vCPU thread)")
+      ->check(CLI::IsMember({"auto", "irqfd", "ioctl"}))
       ->capture_default_str();
   bool no_input = false;
   run->add_flag("--no-console-input", no_input, "do not forward stdin to the guest's COM1");
@@ -142,6 +149,8 @@ int main(int argc, char** argv) {
   }
   c.memory_bytes = *mem;
   c.pit = pit == "kvm" ? minivmm::vmm::PitMode::kKvm : minivmm::vmm::PitMode::kUser;
+  c.pit_thread = pit_thread == "vcpu" ? minivmm::vmm::PitThread::kVcpu
+                                      : minivmm::vmm::PitThread::kLoop;
   c.alarm = *minivmm::timers::parse_alarm_kind(alarm);
   c.poller = *minivmm::loop::parse_poller_kind(poll);
   c.lost_ticks = lost == "discard" ? minivmm::devices::LostTickPolicy::kDiscard
@@ -149,7 +158,7 @@ int main(int argc, char** argv) {
   c.cpu = *minivmm::vmm::parse_cpu_model(cpu);
   if (duration > 0) c.duration_s = duration;
   c.console_input = !no_input;
-  c.irq_inject_ioctl = irq_inject == "ioctl";
+  if (irq_inject != "auto") c.irq_inject_ioctl = irq_inject == "ioctl";
   if (timer_slack > 0) c.timer_slack_ns = timer_slack;
 
   try {

@@ -5,6 +5,12 @@
 namespace minivmm::vmm {
 namespace {
 
+std::uint64_t sum(const std::map<std::string, std::uint64_t>& counts) {
+  std::uint64_t total = 0;
+  for (const auto& [name, n] : counts) total += n;
+  return total;
+}
+
 template <typename T>
 nlohmann::json opt(const std::optional<T>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
@@ -17,6 +23,8 @@ nlohmann::json RunReport::to_json() const {
   j["kernel"] = kernel;
   j["cmdline"] = cmdline;
   j["pit"] = pit_mode;
+  j["pit_thread"] = pit_thread.empty() ? nlohmann::json(nullptr) : nlohmann::json(pit_thread);
+  j["irq_inject"] = irq_inject.empty() ? nlohmann::json(nullptr) : nlohmann::json(irq_inject);
   j["alarm"] = alarm;
   j["poll"] = poller;
   j["exit"] = {{"reason", exit_reason}, {"code", exit_code}};
@@ -42,26 +50,28 @@ nlohmann::json RunReport::to_json() const {
                {"voluntary_ctx_switches", voluntary_ctx_switches},
                {"involuntary_ctx_switches", involuntary_ctx_switches}};
   j["loop_syscalls"] = loop_syscalls;
-  {
-    std::uint64_t loop_total = 0;
-    for (const auto& [name, n] : loop_syscalls) loop_total += n;
-    // Every syscall minivmm makes while running, by its own count: the loop path, KVM_RUN and
-    // console output. `strace -c -f` of the same run shows these plus start-up and exit.
-    j["syscalls"] = {{"loop", loop_total},
-                     {"kvm_run", kvm_run_calls},
-                     {"console_write", console_writes},
-                     {"total", loop_total + kvm_run_calls + console_writes}};
-  }
+  j["vcpu_syscalls"] = vcpu_syscalls;
+  j["vcpu_timers"] = vcpu_timers;
+  const std::uint64_t loop_total = sum(loop_syscalls);
+  const std::uint64_t vcpu_total = sum(vcpu_syscalls);
+  // Every syscall minivmm makes while running, by its own count: the loop thread's, the vCPU
+  // thread's (KVM_RUN, and the PIT tick with --pit-thread vcpu) and console output.
+  // `strace -c -f` of the same run shows these plus start-up and exit.
+  j["syscalls"] = {{"loop", loop_total},
+                   {"vcpu", vcpu_total},
+                   {"kvm_run", kvm_run_calls},
+                   {"console_write", console_writes},
+                   {"total", loop_total + vcpu_total + console_writes}};
   j["kvm_exits"] = kvm_exits;
   j["devices"] = devices;
   j["auto_poller"] = auto_poller;
   j["api_socket"] = api_socket;
   if (ticks_injected && *ticks_injected > 0) {
     const double t = static_cast<double>(*ticks_injected);
-    std::uint64_t sys = 0;
-    for (const auto& [name, n] : loop_syscalls) sys += n;
     j["per_tick"] = {
-        {"loop_syscalls", static_cast<double>(sys) / t},
+        {"loop_syscalls", static_cast<double>(loop_total) / t},
+        {"vcpu_syscalls", static_cast<double>(vcpu_total) / t},
+        {"syscalls", static_cast<double>(loop_total + vcpu_total + console_writes) / t},
         {"ctx_switches",
          static_cast<double>(voluntary_ctx_switches + involuntary_ctx_switches) / t},
         {"cpu_us", (cpu_user_seconds + cpu_sys_seconds) * 1e6 / t},
@@ -73,8 +83,10 @@ nlohmann::json RunReport::to_json() const {
 std::string RunReport::to_text() const {
   std::string s;
   s += fmt::format("minivmm: {} (exit code {})\n", exit_reason, exit_code);
-  s += fmt::format("  ran {:.3f} s wall, {:.3f} s guest time; pit={} alarm={} poll={}\n",
-                   wall_seconds, vm_seconds, pit_mode, alarm, poller);
+  s += fmt::format("  ran {:.3f} s wall, {:.3f} s guest time; pit={}{} alarm={} poll={}\n",
+                   wall_seconds, vm_seconds, pit_mode,
+                   pit_thread.empty() ? "" : " pit-thread=" + pit_thread + " irq=" + irq_inject,
+                   alarm, poller);
   if (ticks_injected) {
     s += fmt::format("  guest ticks injected {} ({:.2f} Hz measured), lost {}, late {}, coalesced {}\n",
                      *ticks_injected, guest_hz_measured.value_or(0.0), ticks_lost.value_or(0),
@@ -86,15 +98,25 @@ std::string RunReport::to_text() const {
                    "{} false wakeups, {} clock reads\n",
                    loop_iterations, timers_run, alarm_arms, alarm_arms_skipped, false_wakeups,
                    clock_reads);
-  std::uint64_t sys = 0;
-  std::string kinds;
-  for (const auto& [name, n] : loop_syscalls) {
-    if (n == 0) continue;
-    sys += n;
-    kinds += fmt::format(" {}={}", name, n);
+  auto kinds = [](const std::map<std::string, std::uint64_t>& counts) {
+    std::string k;
+    for (const auto& [name, n] : counts) {
+      if (n) k += fmt::format(" {}={}", name, n);
+    }
+    return k;
+  };
+  const std::uint64_t sys = sum(loop_syscalls);
+  const std::uint64_t vcpu_sys = sum(vcpu_syscalls);
+  s += fmt::format("  loop syscalls: {} ({} ); vCPU syscalls: {} ({} ); console writes: {}\n",
+                   sys, kinds(loop_syscalls), vcpu_sys, kinds(vcpu_syscalls), console_writes);
+  if (!vcpu_timers.is_null()) {
+    s += fmt::format("  vCPU timers: {} passes, {} timer callbacks, {} alarm arms ({} skipped), "
+                     "{} false wakeups\n",
+                     vcpu_timers.value("passes", 0ull), vcpu_timers.value("timers_run", 0ull),
+                     vcpu_timers.value("alarm_arms", 0ull),
+                     vcpu_timers.value("alarm_arms_skipped", 0ull),
+                     vcpu_timers.value("false_wakeups", 0ull));
   }
-  s += fmt::format("  loop syscalls: {} ({} ); vCPU KVM_RUN: {}; console writes: {}\n", sys,
-                   kinds, kvm_run_calls, console_writes);
   s += fmt::format("  host: {:.3f} s user, {:.3f} s sys, {} voluntary + {} involuntary context switches\n",
                    cpu_user_seconds, cpu_sys_seconds, voluntary_ctx_switches,
                    involuntary_ctx_switches);
@@ -105,8 +127,10 @@ std::string RunReport::to_text() const {
   s += fmt::format("  KVM exits:{}\n", exits.empty() ? " none" : exits);
   if (ticks_injected && *ticks_injected > 0) {
     const double t = static_cast<double>(*ticks_injected);
-    s += fmt::format("  per tick: {:.2f} loop syscalls, {:.2f} context switches, {:.1f} us CPU\n",
-                     static_cast<double>(sys) / t,
+    s += fmt::format("  per tick: {:.2f} syscalls ({:.2f} loop, {:.2f} vCPU), {:.2f} context "
+                     "switches, {:.1f} us CPU\n",
+                     static_cast<double>(sys + vcpu_sys + console_writes) / t,
+                     static_cast<double>(sys) / t, static_cast<double>(vcpu_sys) / t,
                      static_cast<double>(voluntary_ctx_switches + involuntary_ctx_switches) / t,
                      (cpu_user_seconds + cpu_sys_seconds) * 1e6 / t);
   }

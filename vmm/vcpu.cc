@@ -8,9 +8,11 @@
 #include <cstddef>
 #include <cstring>
 #include <memory>
+#include <system_error>
 
 #include <spdlog/spdlog.h>
 
+#include "timers/syscall_counters.h"
 #include "vmm/kvm.h"
 #include "vmm/vmm_error.h"
 
@@ -228,39 +230,86 @@ VcpuStats Vcpu::stats() const noexcept {
 
 void Vcpu::thread_main() {
   pthread_.store(pthread_self(), std::memory_order_release);
+  timers::set_thread_syscalls(timers::vcpu_syscalls());
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, kick_signal());
   pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
 
+  if (timers_) {
+    try {
+      timers_->attach();
+      set_kvm_signal_mask();
+    } catch (const std::exception& e) {
+      spdlog::error("vcpu{}: cannot host its timers: {}", index_, e.what());
+      on_stop_(ExitCode::kHostFailure, "vCPU timers failed");
+      timers_ = nullptr;
+      stop_ = true;
+    }
+  }
+  if (!stop_ && !run_loop()) {
+    spdlog::error("vcpu{}: its timers failed: {}", index_, std::strerror(errno));
+    on_stop_(ExitCode::kHostFailure, "vCPU timers failed");
+  }
+  if (timers_) timers_->suspend();
+  std::lock_guard lock(mu_);
+  state_ = State::kFinished;
+  cv_.notify_all();
+}
+
+void Vcpu::set_kvm_signal_mask() {
+  // The mask KVM_RUN runs with: the thread's own minus the timer signal, as the kernel's 8-byte
+  // sigset (signals 1-64) right after the u32 length (see kKvmSetSignalMask).
+  sigset_t mask;
+  if (const int err = pthread_sigmask(SIG_BLOCK, nullptr, &mask); err != 0) {
+    throw std::system_error(err, std::generic_category(), "pthread_sigmask");
+  }
+  sigdelset(&mask, timers::ThreadTimers::signal_number());
+  constexpr std::uint32_t kKernelSigsetBytes = 8;
+  std::array<std::byte, kKvmSignalMaskHeaderSize + kKernelSigsetBytes> arg{};
+  static_assert(sizeof(sigset_t) >= kKernelSigsetBytes);
+  std::memcpy(arg.data(), &kKernelSigsetBytes, sizeof kKernelSigsetBytes);
+  std::memcpy(arg.data() + kKvmSignalMaskHeaderSize, &mask, kKernelSigsetBytes);
+  if (::ioctl(fd_.get(), kKvmSetSignalMask, arg.data()) < 0) {
+    throw std::system_error(errno, std::generic_category(), "KVM_SET_SIGNAL_MASK");
+  }
+}
+
+bool Vcpu::run_loop() {
   while (!stop_.load(std::memory_order_acquire)) {
     if (pause_requested_.load(std::memory_order_acquire)) {
-      std::unique_lock lock(mu_);
-      state_ = State::kPaused;
-      cv_.notify_all();
-      cv_.wait(lock, [&] { return !pause_requested_ || stop_; });
-      if (state_ == State::kPaused) state_ = State::kRunning;
+      // Parked: no expiry is wanted until resume (vm_clock stops too), so disarm.
+      if (timers_ && !timers_->suspend()) return false;
+      {
+        std::unique_lock lock(mu_);
+        state_ = State::kPaused;
+        cv_.notify_all();
+        cv_.wait(lock, [&] { return !pause_requested_ || stop_; });
+        if (state_ == State::kPaused) state_ = State::kRunning;
+      }
+      if (timers_ && !timers_->resume()) return false;
       continue;
     }
+    if (timers_ && !timers_->before_wait()) return false;
     __atomic_store_n(&run_->immediate_exit, 0, __ATOMIC_SEQ_CST);
     // A kick between the checks above and here set immediate_exit again: re-check.
     if (stop_ || pause_requested_) continue;
     kvm_run_calls_.fetch_add(1, std::memory_order_relaxed);
+    timers::thread_syscalls().add(timers::Syscall::kIoctl);
     const int r = ::ioctl(fd_.get(), KVM_RUN, 0);
     if (r < 0) {
       if (errno == EINTR || errno == EAGAIN) {
         count(VcpuExit::kInterrupted);
+        if (timers_ && !timers_->after_interrupted()) return false;
         continue;
       }
       report_failure(std::string("KVM_RUN failed: ") + std::strerror(errno));
       on_stop_(ExitCode::kHostFailure, "KVM_RUN failed");
-      break;
+      return true;
     }
-    if (!handle_exit()) break;
+    if (!handle_exit()) return true;
   }
-  std::lock_guard lock(mu_);
-  state_ = State::kFinished;
-  cv_.notify_all();
+  return true;
 }
 
 void Vcpu::handle_io() {
@@ -335,6 +384,11 @@ bool Vcpu::handle_exit() {
       return false;
     case KVM_EXIT_INTR:
       count(VcpuExit::kInterrupted);
+      if (timers_ && !timers_->after_interrupted()) {
+        report_failure(std::string("vCPU timers failed: ") + std::strerror(errno));
+        on_stop_(ExitCode::kHostFailure, "vCPU timers failed");
+        return false;
+      }
       return true;
     default:
       count(VcpuExit::kOther);

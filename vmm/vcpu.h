@@ -2,9 +2,14 @@
 // vcpu.rs): Running -> Paused -> Running ... -> Finished. Port I/O exits go to the IoBus; the
 // in-kernel irqchip handles HLT and interrupt delivery, so an idle guest never exits to us.
 //
-// Threads: configure() before start() on the main thread; start/pause/resume/stop/join from the
-// main (loop) thread; stats() from any thread. The vCPU thread itself calls only the IoBus and
-// the `on_stop` callback.
+// Threads: configure()/host_timers() before start() on the main thread; start/pause/resume/stop/
+// join from the main (loop) thread; interrupt()/stats() from any thread. The vCPU thread itself
+// calls only the IoBus, its hosted timers and the `on_stop` callback.
+//
+// Hosted timers (--pit-thread vcpu): the thread runs a ThreadTimers between KVM_RUN calls. Its
+// signal is blocked in user space and unblocked only inside KVM_RUN (KVM_SET_SIGNAL_MASK, as
+// QEMU does for its SIG_IPI), so an expiry always surfaces as KVM_RUN returning EINTR and is
+// never lost to a handler that ran while the thread was busy elsewhere.
 #pragma once
 
 #include <linux/kvm.h>
@@ -21,6 +26,7 @@
 #include <vector>
 
 #include "devices/io_bus.h"
+#include "timers/thread_timers.h"
 #include "vmm/exit_code.h"
 #include "vmm/unique_fd.h"
 #include "vmm/vm.h"
@@ -63,7 +69,13 @@ class Vcpu {
   // leaves them, so the 8259 reaches the CPU). Throws VmmError.
   void configure(const X86BootState& state, const std::vector<kvm_cpuid_entry2>& cpuid);
 
+  // Timers this thread runs itself (nullptr: none). Before start(); must outlive the thread.
+  void host_timers(timers::ThreadTimers* timers) noexcept { timers_ = timers; }
+
   void start();
+  // Makes KVM_RUN return now (or the next one return at once), from any thread; the vCPU then
+  // re-reads its hosted timers' deadline. The wake of another thread's timer arm.
+  void interrupt() noexcept { kick(); }
   // Kicks the vCPU out of KVM_RUN and waits until it is parked; no guest instruction runs
   // until resume().
   void pause();
@@ -79,6 +91,8 @@ class Vcpu {
   enum class State { kRunning, kPaused, kFinished };
 
   void thread_main();
+  bool run_loop();  // false: a host failure was reported
+  void set_kvm_signal_mask();
   bool handle_exit();  // false: stop running
   void handle_io();
   void handle_mmio();
@@ -94,6 +108,7 @@ class Vcpu {
   StopCallback on_stop_;
   UniqueFd fd_;
   kvm_run* run_ = nullptr;
+  timers::ThreadTimers* timers_ = nullptr;
   std::size_t run_size_ = 0;
 
   std::thread thread_;

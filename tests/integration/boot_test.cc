@@ -2,9 +2,15 @@
 // debug-exit with success. Skips only when /dev/kvm cannot be opened.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
+#include <cctype>
+#include <chrono>
+#include <thread>
 #include <cmath>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "run_minivmm.h"
 
@@ -28,13 +34,15 @@ struct BootCase {
   std::string poll;   // --poll
   int hz;
   int ticks;
+  std::vector<std::string> extra = {};  // more minivmm options
 };
 
 std::string case_name(const ::testing::TestParamInfo<BootCase>& info) {
   std::string n = info.param.timer + "_pit" + info.param.pit + "_" + info.param.alarm + "_" +
                   info.param.poll + "_" + std::to_string(info.param.hz) + "hz";
+  for (const std::string& e : info.param.extra) n += "_" + e;
   for (char& c : n) {
-    if (c == '-') c = '_';
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
   }
   return n;
 }
@@ -46,8 +54,11 @@ TEST_P(BootTest, GuestTicksAtRequestedRateAndExitsThroughDebugExit) {
   const BootCase& c = GetParam();
   const std::string cmdline = "timer=" + c.timer + " hz=" + std::to_string(c.hz) +
                               " ticks=" + std::to_string(c.ticks);
-  const RunResult r = run_minivmm({"run", "--kernel", guest_image(), "--cmdline", cmdline,
-                                   "--pit", c.pit, "--alarm", c.alarm, "--poll", c.poll});
+  std::vector<std::string> args{"run",    "--kernel", guest_image(), "--cmdline", cmdline,
+                                "--pit",  c.pit,      "--alarm",     c.alarm,     "--poll",
+                                c.poll};
+  args.insert(args.end(), c.extra.begin(), c.extra.end());
+  const RunResult r = run_minivmm(args);
   ASSERT_EQ(r.term_signal, 0) << r.err;
   ASSERT_EQ(r.exit_code, kGuestSuccess) << "stderr:\n" << r.err << "\nconsole:\n" << r.out;
   EXPECT_NE(r.out.find("minivmm-guest"), std::string::npos) << r.out;
@@ -74,6 +85,18 @@ TEST_P(BootTest, GuestTicksAtRequestedRateAndExitsThroughDebugExit) {
     EXPECT_GE(injected, static_cast<std::uint64_t>(c.ticks));
     EXPECT_LE(injected, static_cast<std::uint64_t>(c.ticks + 2 + c.hz / 20));
     EXPECT_EQ(s["guest"]["ticks_lost"].get<std::uint64_t>(), 0u);
+    if (s["pit_thread"] == "vcpu") {
+      // The vCPU thread took every expiry itself: one KVM_RUN interruption and one timer signal
+      // per tick, no wakeup with nothing due, and the loop thread ran none of the PIT's timers.
+      const auto& vt = s["vcpu_timers"];
+      EXPECT_GE(vt["timer_signals_taken"].get<std::uint64_t>(), injected);
+      EXPECT_EQ(vt["false_wakeups"].get<std::uint64_t>(), 0u);
+      EXPECT_LE(vt["alarm_arms"].get<std::uint64_t>(), 5u) << "periodic fast path is off";
+      EXPECT_LT(s["loop"]["timers_run"].get<std::uint64_t>(), injected / 10);
+      EXPECT_GE(s["vcpu_syscalls"]["rt_sigtimedwait"].get<std::uint64_t>(), injected);
+    } else {
+      EXPECT_EQ(s["pit_thread"], "loop");
+    }
   }
   if (c.timer == "rtc") {
     // Each periodic interrupt the guest counted was raised by minivmm's RTC.
@@ -104,6 +127,17 @@ INSTANTIATE_TEST_SUITE_P(
                       BootCase{"pit", "user", "ppoll", "timerfd-epoll", 250, 250},
                       BootCase{"pit", "user", "ppoll", "auto", 250, 250},
                       BootCase{"pit", "user", "periodic", "epoll", 250, 250}),
+    case_name);
+
+// The PIT's expiry taken by the vCPU thread (a timer signal interrupts KVM_RUN), with either
+// way of raising IRQ0 from there.
+INSTANTIATE_TEST_SUITE_P(
+    PitThread, BootTest,
+    ::testing::Values(BootCase{"pit", "user", "ppoll", "epoll", 250, 250, {"--pit-thread", "vcpu"}},
+                      BootCase{"pit", "user", "ppoll", "epoll", 1000, 1000,
+                               {"--pit-thread", "vcpu", "--irq-inject", "ioctl"}},
+                      BootCase{"pit", "user", "dynticks", "epoll", 250, 250,
+                               {"--pit-thread", "vcpu", "--irq-inject", "irqfd"}}),
     case_name);
 
 TEST(BootFailureTest, GuestExceptionEndsWithItsDebugExitStatus) {
@@ -169,6 +203,31 @@ TEST(BootDurationTest, IdleGuestRunsUntilDurationAndReportsCost) {
   // The console shows the guest's once-a-second line.
   EXPECT_NE(r.out.find("tick 250"), std::string::npos) << r.out;
 }
+
+// SIGINT and SIGTERM end a running guest in order (exit 130 / 143, summary and stats written),
+// whichever thread takes the PIT's expiry: the vCPU's timer signal must not get in the way.
+class BootSignalTest : public ::testing::TestWithParam<std::tuple<int, std::string>> {};
+
+TEST_P(BootSignalTest, SignalEndsTheRunWithTheShellsStatus) {
+  SKIP_WITHOUT_KVM();
+  const auto [sig, pit_thread] = GetParam();
+  Child child = start_minivmm({"run", "--kernel", guest_image(), "--cmdline",
+                               "timer=pit hz=250 ticks=0", "--duration", "60",
+                               "--no-console-input", "--pit-thread", pit_thread});
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  ASSERT_EQ(kill(child.pid, sig), 0);
+  const RunResult r = finish_minivmm(child, 20);
+  EXPECT_EQ(r.term_signal, 0) << "killed instead of shutting down";
+  EXPECT_EQ(r.exit_code, 128 + sig) << r.err;
+  ASSERT_TRUE(r.stats.has_value()) << r.err;
+  EXPECT_GT((*r.stats)["guest"]["ticks_injected"].get<std::uint64_t>(), 50u);
+  const auto reason = (*r.stats)["exit"]["reason"].get<std::string>();
+  EXPECT_NE(reason.find(sig == SIGINT ? "SIGINT" : "SIGTERM"), std::string::npos) << reason;
+}
+
+INSTANTIATE_TEST_SUITE_P(Signals, BootSignalTest,
+                         ::testing::Combine(::testing::Values(SIGINT, SIGTERM),
+                                            ::testing::Values("loop", "vcpu")));
 
 }  // namespace
 }  // namespace minivmm::testing

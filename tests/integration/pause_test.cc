@@ -56,12 +56,18 @@ std::uint64_t ticks(const nlohmann::json& reply) {
   return reply["stats"]["guest"]["ticks_injected"].get<std::uint64_t>();
 }
 
-TEST(BootPauseTest, PausedGuestGetsNoTicksAndNoBurstOnResume) {
+// Whichever thread takes the PIT's expiry: the loop (its vm_clock timers stop) or the vCPU
+// (which disarms its timer while parked and re-arms on resume).
+class BootPauseTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(BootPauseTest, PausedGuestGetsNoTicksAndNoBurstOnResume) {
   if (auto why = kvm_unavailable_reason()) GTEST_SKIP() << "KVM boot test skipped: " << *why;
-  const std::string sock = "/tmp/minivmm-pause-test-" + std::to_string(getpid()) + ".sock";
+  const std::string sock = "/tmp/minivmm-pause-test-" + std::to_string(getpid()) + "-" +
+                           GetParam() + ".sock";
   Child child = start_minivmm({"run", "--kernel", guest_image(), "--cmdline",
                                "timer=pit hz=250 ticks=0", "--api-socket", sock,
-                               "--duration", "30", "--no-console-input"});
+                               "--duration", "30", "--no-console-input", "--pit-thread",
+                               GetParam()});
   ControlClient client(sock);
   ASSERT_TRUE(client.connected());
   struct stat st {};
@@ -102,7 +108,14 @@ TEST(BootPauseTest, PausedGuestGetsNoTicksAndNoBurstOnResume) {
   ASSERT_TRUE(res.stats.has_value());
   EXPECT_GT((*res.stats)["time"]["paused_s"].get<double>(), 0.9);
   EXPECT_EQ(access(sock.c_str(), F_OK), -1) << "socket file left behind";
+  if (GetParam() == "vcpu") {
+    const auto& vt = (*res.stats)["vcpu_timers"];
+    EXPECT_EQ(vt["false_wakeups"].get<std::uint64_t>(), 0u);
+    EXPECT_GE(vt["alarm_disarms"].get<std::uint64_t>(), 1u) << "the parked vCPU kept its timer";
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(PitThread, BootPauseTest, ::testing::Values("loop", "vcpu"));
 
 }  // namespace
 }  // namespace minivmm::testing

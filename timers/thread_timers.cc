@@ -1,0 +1,76 @@
+#include "timers/thread_timers.h"
+
+#include <cerrno>
+#include <system_error>
+
+namespace minivmm::timers {
+
+ThreadTimers::ThreadTimers(const Clock& monotonic, std::vector<TimerList*> lists,
+                           DynticksOptions options)
+    : dynticks_(alarm_, monotonic, std::move(lists), options) {}
+
+void ThreadTimers::attach() {
+  alarm_.attach_current_thread();
+  dynticks_.adopt_current_thread();
+  if (!dynticks_.rearm()) {
+    throw std::system_error(errno, std::generic_category(), "timer_settime");
+  }
+  publish();
+}
+
+bool ThreadTimers::before_wait() {
+  if (suspended_ || !dynticks_.stale()) return true;
+  const bool ok = dynticks_.rearm();
+  publish();
+  return ok;
+}
+
+bool ThreadTimers::after_interrupted() {
+  ++interruptions_;
+  const int taken = alarm_.take();
+  if (taken < 0) return false;
+  bool ok = true;
+  if (suspended_) {
+    // Nothing runs until resume(); an expiry that fired before suspend() disarmed is dropped.
+  } else if (taken > 0) {
+    ++signals_taken_;
+    ok = dynticks_.run_timers(true);
+  } else {
+    // A kick: maybe for another thread's arm that moved a deadline earlier (it cannot mark the
+    // deadline stale from there), so recompute; an unchanged deadline costs no syscall.
+    ok = dynticks_.rearm();
+  }
+  publish();
+  return ok;
+}
+
+bool ThreadTimers::suspend() {
+  suspended_ = true;
+  const bool ok = dynticks_.suspend();
+  publish();
+  return ok;
+}
+
+bool ThreadTimers::resume() {
+  suspended_ = false;
+  // An expiry that fired before suspend() disarmed may still be pending; it is stale now.
+  if (alarm_.take() < 0) return false;
+  // Timers that fell due while suspended run now (a paused vm_clock has none).
+  const bool ok = dynticks_.run_timers(false);
+  publish();
+  return ok;
+}
+
+ThreadTimersStats ThreadTimers::stats() const {
+  std::lock_guard lock(stats_mu_);
+  return published_;
+}
+
+void ThreadTimers::publish() {
+  std::lock_guard lock(stats_mu_);
+  published_.passes = dynticks_.stats();
+  published_.interruptions = interruptions_;
+  published_.signals_taken = signals_taken_;
+}
+
+}  // namespace minivmm::timers

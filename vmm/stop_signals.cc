@@ -1,0 +1,54 @@
+#include "vmm/stop_signals.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <cerrno>
+#include <system_error>
+
+namespace minivmm::vmm {
+namespace {
+
+// Sent by the destructor only, to end the wait; never meaningful from outside.
+int quit_signal() noexcept { return SIGRTMIN + 6; }
+
+sigset_t waited_set() noexcept {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, quit_signal());
+  return set;
+}
+
+}  // namespace
+
+StopSignals::StopSignals(std::function<void(int signo)> on_signal)
+    : on_signal_(std::move(on_signal)) {
+  const sigset_t set = waited_set();
+  if (const int err = pthread_sigmask(SIG_BLOCK, &set, nullptr); err != 0) {
+    throw std::system_error(err, std::generic_category(), "pthread_sigmask");
+  }
+  thread_ = std::thread([this] { thread_main(); });
+}
+
+StopSignals::~StopSignals() {
+  pthread_kill(thread_.native_handle(), quit_signal());
+  thread_.join();
+}
+
+void StopSignals::thread_main() {
+  const sigset_t set = waited_set();
+  for (;;) {
+    siginfo_t info{};
+    const int sig = sigwaitinfo(&set, &info);
+    if (sig < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (sig == quit_signal()) return;
+    on_signal_(sig);
+  }
+}
+
+}  // namespace minivmm::vmm
