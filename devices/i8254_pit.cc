@@ -22,10 +22,12 @@ constexpr std::uint64_t kMaxBadAccessLogs = 16;
 
 }  // namespace
 
-I8254Pit::I8254Pit(timers::TimerList& vm_timers, IrqLine& irq0, LostTickPolicy policy)
+I8254Pit::I8254Pit(timers::TimerList& vm_timers, IrqLine& irq0, LostTickPolicy policy,
+                   PulseTrain* train)
     : clock_(vm_timers.clock()),
       irq0_(irq0),
       policy_(policy),
+      train_(train),
       // Counters 0 and 1 have GATE tied high on a PC; counter 2's comes from port 0x61, low at
       // reset.
       channels_{I8254Channel(true), I8254Channel(true), I8254Channel(false)},
@@ -75,6 +77,7 @@ I8254Pit::Stats I8254Pit::stats() const {
   std::lock_guard lock(mu_);
   Stats s = stats_;
   s.ticks_owed = owed_ticks_;
+  if (train_) s.ticks_injected += train_->delivered();
   return s;
 }
 
@@ -130,6 +133,10 @@ void I8254Pit::reschedule_locked(Nanos now) noexcept {
   stats_.ticks_lost += owed_ticks_;
   owed_ticks_ = 0;
   retry_timer_.cancel();
+  if (train_running_) {
+    train_->stop();
+    train_running_ = false;
+  }
 
   const auto edges = channels_[0].next_rising_edges(now);
   if (!edges) {
@@ -139,9 +146,9 @@ void I8254Pit::reschedule_locked(Nanos now) noexcept {
     return;
   }
   expected_deadline_ = edges->first;
-  ++stats_.timer_arms;
   if (edges->period == Nanos{0}) {
     timer_period_ = Nanos{0};
+    ++stats_.timer_arms;
     irq_timer_.arm_at(edges->first);
     return;
   }
@@ -151,6 +158,14 @@ void I8254Pit::reschedule_locked(Nanos now) noexcept {
     ++stats_.period_clamps;
   }
   retry_delay_ = base_retry_delay();
+  if (train_ && train_->start(edges->first, timer_period_)) {
+    train_running_ = true;
+    ++stats_.train_starts;
+    irq_timer_.cancel();
+    expected_deadline_.reset();
+    return;
+  }
+  ++stats_.timer_arms;
   irq_timer_.arm_periodic(edges->first, timer_period_);
 }
 

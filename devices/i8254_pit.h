@@ -29,8 +29,8 @@
 // one expiry per tick and no re-arm (the dynticks fast path). A late expiry follows the
 // LostTickPolicy (lost_tick_policy.h); the counters in Stats say what happened to every tick.
 //
-// Threads: read()/write()/set_gate()/out() on vCPU threads, timer callbacks on the loop thread;
-// all take mu_. Lock order: I8254SpeakerPort::mu_ -> mu_ -> TimerList mutex. IRQ0 is pulsed
+// Threads: read()/write()/set_gate()/out() on vCPU threads, timer callbacks on the thread that
+// runs its timer list (the loop, or the vCPU with --pit-tick vcpu); all take mu_. Lock order: I8254SpeakerPort::mu_ -> mu_ -> TimerList mutex. IRQ0 is pulsed
 // with mu_ held (IrqLine implementations take no lock of ours).
 #pragma once
 
@@ -44,6 +44,7 @@
 #include "devices/i8254_channel.h"
 #include "devices/irq_line.h"
 #include "devices/lost_tick_policy.h"
+#include "devices/pulse_train.h"
 #include "devices/port_io_device.h"
 #include "timers/timer.h"
 #include "timers/timer_list.h"
@@ -73,12 +74,17 @@ class I8254Pit final : public PortIoDevice {
     std::uint64_t reprogrammings = 0;   // control words and complete counts, any counter
     std::uint64_t period_clamps = 0;    // periodic IRQ0 programmings raised to kMinIrqPeriod
     std::uint64_t timer_arms = 0;       // IRQ0 timer arms (a steady periodic tick: one)
+    std::uint64_t train_starts = 0;     // periodic programs handed to the pulse train
     std::uint64_t bad_accesses = 0;     // bytes outside 0x40-0x43, reads of the control port
   };
 
   // `vm_timers` must run on vm_clock; its clock drives the counters. `irq0` is ISA IRQ0.
+  // With `train`, a periodic program (modes 2 and 3) is handed to it instead of the IRQ0 timer:
+  // its edges then reach IRQ0 without this device running per tick, so the lost-tick policy
+  // and the late/coalesced counters apply only to what the timer delivers (one-shot modes, or
+  // a train that refused to start).
   I8254Pit(timers::TimerList& vm_timers, IrqLine& irq0,
-           LostTickPolicy policy = LostTickPolicy::kDelay);
+           LostTickPolicy policy = LostTickPolicy::kDelay, PulseTrain* train = nullptr);
   I8254Pit(const I8254Pit&) = delete;
   I8254Pit& operator=(const I8254Pit&) = delete;
 
@@ -115,6 +121,7 @@ class I8254Pit final : public PortIoDevice {
   const timers::Clock& clock_;
   IrqLine& irq0_;
   const LostTickPolicy policy_;
+  PulseTrain* const train_;
 
   // Guards everything below; lock order mu_ -> TimerList mutex.
   mutable std::mutex mu_;
@@ -123,6 +130,7 @@ class I8254Pit final : public PortIoDevice {
   // superseded by a reprogramming on a vCPU thread while the loop was about to run it.
   std::optional<timers::Nanos> expected_deadline_;
   timers::Nanos timer_period_{0};  // the IRQ0 timer's period after clamping; 0 = one-shot
+  bool train_running_ = false;     // the periodic program is the train's, not the timer's
   std::uint64_t owed_ticks_ = 0;   // kDelay: ticks due but not yet accepted by the controller
   timers::Nanos retry_delay_{0};
   Stats stats_;

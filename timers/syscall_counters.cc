@@ -16,6 +16,8 @@ std::string_view syscall_name(Syscall s) noexcept {
     case Syscall::kIoctl: return "ioctl";
     case Syscall::kClockGettime: return "clock_gettime";
     case Syscall::kRtSigtimedwait: return "rt_sigtimedwait";
+    case Syscall::kIoSubmit: return "io_submit";
+    case Syscall::kIoGetevents: return "io_getevents";
     case Syscall::kCount: break;
   }
   return "?";

@@ -26,6 +26,8 @@ enum class Syscall : std::size_t {
   kIoctl,
   kClockGettime,  // only the thread-CPU-time reads of --poll auto's trials (not vDSO)
   kRtSigtimedwait,  // a vCPU thread taking its timer signal after KVM_RUN returned EINTR
+  kIoSubmit,        // --pit-tick kernel: a refill's batch of AIO polls
+  kIoGetevents,     // --pit-tick kernel: reaping the polls that completed
   kCount,
 };
 
@@ -47,7 +49,7 @@ class SyscallCounters {
 
 // The counters of the loop thread's syscalls (the hot path the idle-cost claims are about).
 SyscallCounters& loop_syscalls() noexcept;
-// The counters of every vCPU thread's syscalls (KVM_RUN, and with --pit-thread vcpu the tick).
+// The counters of every vCPU thread's syscalls (KVM_RUN, and with --pit-tick vcpu the tick).
 SyscallCounters& vcpu_syscalls() noexcept;
 
 // The set the calling thread counts into: loop_syscalls() unless the thread chose another.

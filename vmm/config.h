@@ -15,10 +15,12 @@ namespace minivmm::vmm {
 
 enum class PitMode { kUser, kKvm };
 
-// Which thread takes the user-space PIT's expiry: the loop thread (an alarm backend wakes it,
-// it raises IRQ0, the vCPU wakes for the interrupt), or the vCPU thread itself (a POSIX timer
-// signal interrupts KVM_RUN: one thread wakeup per tick instead of two).
-enum class PitThread { kLoop, kVcpu };
+// Who delivers the user-space PIT's periodic ticks: the loop thread (an alarm backend wakes it,
+// it raises IRQ0, the vCPU wakes for the interrupt), the vCPU thread itself (a POSIX timer
+// signal interrupts KVM_RUN: one thread wakeup per tick instead of two), or the host kernel
+// (the next edges armed ahead on timerfds whose AIO polls signal an irqfd: no thread of ours
+// wakes per tick).
+enum class PitTick { kLoop, kVcpu, kKernel };
 
 struct Config {
   std::string kernel_path;
@@ -26,7 +28,7 @@ struct Config {
   std::string cmdline;
   std::uint64_t memory_bytes = 64ull << 20;
   PitMode pit = PitMode::kUser;
-  PitThread pit_thread = PitThread::kLoop;
+  PitTick pit_tick = PitTick::kLoop;
   std::optional<double> duration_s;  // stop after this long (rt_clock)
   std::string stats_path;            // "" none, "-" stdout
   bool quiet_summary = false;

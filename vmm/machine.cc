@@ -66,7 +66,7 @@ Machine::Machine(Config config)
       kvm_(),
       vm_(kvm_, config_.memory_bytes),
       irq0_(vm_, kIrqPit,
-            config_.irq_inject_ioctl.value_or(config_.pit_thread == PitThread::kVcpu)
+            config_.irq_inject_ioctl.value_or(config_.pit_tick == PitTick::kVcpu)
                 ? IrqInject::kIoctl
                 : IrqInject::kIrqfd),
       irq4_(vm_, kIrqCom1),
@@ -90,13 +90,24 @@ Machine::Machine(Config config)
     vm_.create_kernel_pit();
   } else {
     timers::TimerList* pit_timers = &vm_timers_;
-    if (config_.pit_thread == PitThread::kVcpu) {
+    if (config_.pit_tick == PitTick::kVcpu) {
       vcpu_timers_ = std::make_unique<timers::ThreadTimers>(
           mono_, std::vector<timers::TimerList*>{&vcpu_vm_timers_},
           timers::DynticksOptions{timers::Nanos{config_.min_delta_ns}});
       pit_timers = &vcpu_vm_timers_;
     }
-    pit_ = std::make_unique<devices::I8254Pit>(*pit_timers, irq0_, config_.lost_ticks);
+    if (config_.pit_tick == PitTick::kKernel) {
+      KernelPulseTrain::Binding binding;
+      binding.attach = [this](int fd) { vm_.add_irqfd(fd, kIrqPit); };
+      binding.detach = [this](int fd) { vm_.remove_irqfd(fd, kIrqPit); };
+      binding.failed = [this](const std::string& why) {
+        spdlog::error("{}", why);
+        request_stop(ExitCode::kHostFailure, why);
+      };
+      pit_train_ = std::make_unique<KernelPulseTrain>(vm_timers_, std::move(binding));
+    }
+    pit_ = std::make_unique<devices::I8254Pit>(*pit_timers, irq0_, config_.lost_ticks,
+                                               pit_train_.get());
     speaker_ = std::make_unique<devices::I8254SpeakerPort>(*pit_);
     bus_.attach(0x40, 4, *pit_);
     bus_.attach(0x61, 1, *speaker_);
@@ -193,12 +204,14 @@ void Machine::pause() {
   if (vm_clock_.paused()) return;
   vcpu_->pause();
   vm_clock_.pause();
+  if (pit_train_) pit_train_->suspend();
   dynticks_->rearm();
 }
 
 void Machine::resume() {
   if (!vm_clock_.paused()) return;
   vm_clock_.resume();
+  if (pit_train_) pit_train_->resume();
   dynticks_->rearm();
   vcpu_->resume();
 }
@@ -239,7 +252,9 @@ RunReport Machine::collect_report() const {
   r.cmdline = config_.cmdline;
   r.pit_mode = config_.pit == PitMode::kUser ? "user" : "kvm";
   if (pit_) {
-    r.pit_thread = config_.pit_thread == PitThread::kVcpu ? "vcpu" : "loop";
+    r.pit_tick = config_.pit_tick == PitTick::kVcpu     ? "vcpu"
+                 : config_.pit_tick == PitTick::kKernel ? "kernel"
+                                                        : "loop";
     r.irq_inject = irq0_.inject() == IrqInject::kIoctl ? "ioctl" : "irqfd";
   }
   r.alarm = std::string(timers::alarm_kind_name(config_.alarm));
@@ -327,7 +342,14 @@ RunReport Machine::collect_report() const {
                           {"ticks_lost", p.ticks_lost}, {"ticks_coalesced", p.ticks_coalesced},
                           {"ticks_owed", p.ticks_owed}, {"reprogrammings", p.reprogrammings},
                           {"period_clamps", p.period_clamps}, {"timer_arms", p.timer_arms},
-                          {"bad_accesses", p.bad_accesses}};
+                          {"train_starts", p.train_starts}, {"bad_accesses", p.bad_accesses}};
+      if (pit_train_) {
+        const auto t = pit_train_->stats();
+        r.devices["pit"]["kernel_train"] = {
+            {"delivered", t.delivered}, {"generations", t.generations},
+            {"refills", t.refills},     {"edges_armed", t.edges_armed},
+            {"skipped", t.skipped},     {"failures", t.failures}};
+      }
     }
     const auto rt = rtc_.stats();
     r.devices["rtc"] = {{"periodic_irqs", rt.periodic_irqs}, {"alarm_irqs", rt.alarm_irqs},

@@ -34,6 +34,7 @@
 #include "vmm/control_socket.h"
 #include "vmm/exit_code.h"
 #include "vmm/kvm.h"
+#include "vmm/kernel_pulse_train.h"
 #include "vmm/kvm_irq_line.h"
 #include "vmm/run_report.h"
 #include "vmm/stop_signals.h"
@@ -79,7 +80,7 @@ class Machine {
   timers::WallClock wall_clock_;
   timers::TimerList vm_timers_{timers::ClockType::kVm, vm_clock_};
   timers::TimerList rt_timers_{timers::ClockType::kRt, mono_};
-  // --pit-thread vcpu: the PIT's vm_clock timers, run by the vCPU thread between KVM_RUNs.
+  // --pit-tick vcpu: the PIT's vm_clock timers, run by the vCPU thread between KVM_RUNs.
   timers::TimerList vcpu_vm_timers_{timers::ClockType::kVm, vm_clock_};
   std::unique_ptr<timers::ThreadTimers> vcpu_timers_;
   std::unique_ptr<timers::AlarmTimer> alarm_;
@@ -98,6 +99,7 @@ class Machine {
   devices::PostPort post_port_;
   devices::I8042 i8042_;
   devices::Mc146818Rtc rtc_;
+  std::unique_ptr<KernelPulseTrain> pit_train_;  // --pit-tick kernel; outlives pit_
   std::unique_ptr<devices::I8254Pit> pit_;
   std::unique_ptr<devices::I8254SpeakerPort> speaker_;
   std::unique_ptr<devices::ConsoleInput> console_input_;

@@ -81,11 +81,12 @@ int main(int argc, char** argv) {
   run->add_option("--pit", pit, "i8254 PIT: user (minivmm's) or kvm (in-kernel baseline)")
       ->check(CLI::IsMember({"user", "kvm"}))
       ->capture_default_str();
-  std::string pit_thread = "loop";
-  run->add_option("--pit-thread", pit_thread,
-                  "thread that takes the user PIT's expiry: loop (an alarm wakes the loop, "
-                  "which raises IRQ0) or vcpu (a timer signal interrupts KVM_RUN)")
-      ->check(CLI::IsMember({"loop", "vcpu"}))
+  std::string pit_tick = "loop";
+  run->add_option("--pit-tick", pit_tick,
+                  "who delivers the user PIT's periodic ticks: loop (an alarm wakes the loop, "
+                  "which raises IRQ0), vcpu (a timer signal interrupts KVM_RUN) or kernel "
+                  "(edges armed ahead on host timers that signal an irqfd)")
+      ->check(CLI::IsMember({"loop", "vcpu", "kernel"}))
       ->capture_default_str();
   run->add_option("--duration", duration, "stop after this many seconds (0: run until the guest exits)")
       ->check(CLI::Range(0.0, 1e7));
@@ -149,8 +150,9 @@ int main(int argc, char** argv) {
   }
   c.memory_bytes = *mem;
   c.pit = pit == "kvm" ? minivmm::vmm::PitMode::kKvm : minivmm::vmm::PitMode::kUser;
-  c.pit_thread = pit_thread == "vcpu" ? minivmm::vmm::PitThread::kVcpu
-                                      : minivmm::vmm::PitThread::kLoop;
+  c.pit_tick = pit_tick == "vcpu"     ? minivmm::vmm::PitTick::kVcpu
+               : pit_tick == "kernel" ? minivmm::vmm::PitTick::kKernel
+                                      : minivmm::vmm::PitTick::kLoop;
   c.alarm = *minivmm::timers::parse_alarm_kind(alarm);
   c.poller = *minivmm::loop::parse_poller_kind(poll);
   c.lost_ticks = lost == "discard" ? minivmm::devices::LostTickPolicy::kDiscard

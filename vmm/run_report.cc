@@ -23,7 +23,7 @@ nlohmann::json RunReport::to_json() const {
   j["kernel"] = kernel;
   j["cmdline"] = cmdline;
   j["pit"] = pit_mode;
-  j["pit_thread"] = pit_thread.empty() ? nlohmann::json(nullptr) : nlohmann::json(pit_thread);
+  j["pit_tick"] = pit_tick.empty() ? nlohmann::json(nullptr) : nlohmann::json(pit_tick);
   j["irq_inject"] = irq_inject.empty() ? nlohmann::json(nullptr) : nlohmann::json(irq_inject);
   j["alarm"] = alarm;
   j["poll"] = poller;
@@ -55,7 +55,7 @@ nlohmann::json RunReport::to_json() const {
   const std::uint64_t loop_total = sum(loop_syscalls);
   const std::uint64_t vcpu_total = sum(vcpu_syscalls);
   // Every syscall minivmm makes while running, by its own count: the loop thread's, the vCPU
-  // thread's (KVM_RUN, and the PIT tick with --pit-thread vcpu) and console output.
+  // thread's (KVM_RUN, and the PIT tick with --pit-tick vcpu) and console output.
   // `strace -c -f` of the same run shows these plus start-up and exit.
   j["syscalls"] = {{"loop", loop_total},
                    {"vcpu", vcpu_total},
@@ -85,7 +85,7 @@ std::string RunReport::to_text() const {
   s += fmt::format("minivmm: {} (exit code {})\n", exit_reason, exit_code);
   s += fmt::format("  ran {:.3f} s wall, {:.3f} s guest time; pit={}{} alarm={} poll={}\n",
                    wall_seconds, vm_seconds, pit_mode,
-                   pit_thread.empty() ? "" : " pit-thread=" + pit_thread + " irq=" + irq_inject,
+                   pit_tick.empty() ? "" : " pit-tick=" + pit_tick + " irq=" + irq_inject,
                    alarm, poller);
   if (ticks_injected) {
     s += fmt::format("  guest ticks injected {} ({:.2f} Hz measured), lost {}, late {}, coalesced {}\n",

@@ -16,7 +16,7 @@ struct RunReport {
   std::string kernel;
   std::string cmdline;
   std::string pit_mode;
-  std::string pit_thread;  // user PIT only: "loop" or "vcpu"
+  std::string pit_tick;  // user PIT only: "loop", "vcpu" or "kernel"
   std::string irq_inject;  // user PIT only: how IRQ0 reaches KVM, "irqfd" or "ioctl"
   std::string alarm;
   std::string poller;
@@ -64,7 +64,7 @@ struct RunReport {
   std::map<std::string, std::uint64_t> loop_syscalls;  // the VMM's own count, by kind
   std::map<std::string, std::uint64_t> vcpu_syscalls;  // the vCPU thread's, KVM_RUN included
   std::uint64_t kvm_run_calls = 0;    // vCPU thread: ioctl(KVM_RUN)
-  nlohmann::json vcpu_timers;         // --pit-thread vcpu: the vCPU's timer passes; null otherwise
+  nlohmann::json vcpu_timers;         // --pit-tick vcpu: the vCPU's timer passes; null otherwise
   std::uint64_t console_writes = 0;   // vCPU/loop thread: write(2) of guest console output
   std::map<std::string, std::uint64_t> kvm_exits;      // by reason
   std::map<std::string, nlohmann::json> devices;       // per-device stats

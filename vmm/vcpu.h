@@ -6,7 +6,7 @@
 // join from the main (loop) thread; interrupt()/stats() from any thread. The vCPU thread itself
 // calls only the IoBus, its hosted timers and the `on_stop` callback.
 //
-// Hosted timers (--pit-thread vcpu): the thread runs a ThreadTimers between KVM_RUN calls. Its
+// Hosted timers (--pit-tick vcpu): the thread runs a ThreadTimers between KVM_RUN calls. Its
 // signal is blocked in user space and unblocked only inside KVM_RUN (KVM_SET_SIGNAL_MASK, as
 // QEMU does for its SIG_IPI), so an expiry always surfaces as KVM_RUN returning EINTR and is
 // never lost to a handler that ran while the thread was busy elsewhere.

@@ -88,8 +88,8 @@ TEST(BadInputTest, UnknownAlarmPollAndPitValuesAreUsageErrors) {
   for (auto args : std::vector<std::vector<std::string>>{
            {"--alarm", "nonsense"}, {"--poll", "select"}, {"--pit", "hpet"},
            {"--duration", "-1"}, {"--min-delta-ns", "0"}, {"--timer-slack", "0"},
-           {"--periodic-hz", "0"}, {"--lost-ticks", "maybe"}, {"--pit-thread", "io"},
-           {"--irq-inject", "msi"}}) {
+           {"--periodic-hz", "0"}, {"--lost-ticks", "maybe"}, {"--pit-tick", "io"},
+           {"--pit-tick", "thread"}, {"--irq-inject", "msi"}}) {
     std::vector<std::string> full{"run", "--kernel", guest_image()};
     full.insert(full.end(), args.begin(), args.end());
     const RunResult r = run_minivmm(full, false);

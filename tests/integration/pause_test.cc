@@ -56,8 +56,9 @@ std::uint64_t ticks(const nlohmann::json& reply) {
   return reply["stats"]["guest"]["ticks_injected"].get<std::uint64_t>();
 }
 
-// Whichever thread takes the PIT's expiry: the loop (its vm_clock timers stop) or the vCPU
-// (which disarms its timer while parked and re-arms on resume).
+// Whoever delivers the PIT's ticks: the loop (its vm_clock timers stop), the vCPU (which
+// disarms its timer while parked and re-arms on resume) or the kernel (the armed edges are
+// withdrawn on pause and re-armed on the grid on resume).
 class BootPauseTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(BootPauseTest, PausedGuestGetsNoTicksAndNoBurstOnResume) {
@@ -66,7 +67,7 @@ TEST_P(BootPauseTest, PausedGuestGetsNoTicksAndNoBurstOnResume) {
                            GetParam() + ".sock";
   Child child = start_minivmm({"run", "--kernel", guest_image(), "--cmdline",
                                "timer=pit hz=250 ticks=0", "--api-socket", sock,
-                               "--duration", "30", "--no-console-input", "--pit-thread",
+                               "--duration", "30", "--no-console-input", "--pit-tick",
                                GetParam()});
   ControlClient client(sock);
   ASSERT_TRUE(client.connected());
@@ -113,9 +114,13 @@ TEST_P(BootPauseTest, PausedGuestGetsNoTicksAndNoBurstOnResume) {
     EXPECT_EQ(vt["false_wakeups"].get<std::uint64_t>(), 0u);
     EXPECT_GE(vt["alarm_disarms"].get<std::uint64_t>(), 1u) << "the parked vCPU kept its timer";
   }
+  if (GetParam() == "kernel") {
+    const auto& kt = (*res.stats)["devices"]["pit"]["kernel_train"];
+    EXPECT_GE(kt["generations"].get<std::uint64_t>(), 2u) << "not re-armed after the pause";
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(PitThread, BootPauseTest, ::testing::Values("loop", "vcpu"));
+INSTANTIATE_TEST_SUITE_P(PitTick, BootPauseTest, ::testing::Values("loop", "vcpu", "kernel"));
 
 }  // namespace
 }  // namespace minivmm::testing

@@ -40,7 +40,9 @@ constexpr std::uint8_t control_word(int channel, std::uint8_t access, int mode, 
 constexpr std::uint16_t kOneKhz = 1193;
 
 struct PitRig {
-  explicit PitRig(LostTickPolicy policy = LostTickPolicy::kDelay) : pit(list, irq0, policy) {}
+  explicit PitRig(LostTickPolicy policy = LostTickPolicy::kDelay,
+                  dev::PulseTrain* train = nullptr)
+      : pit(list, irq0, policy, train) {}
 
   void out(std::uint16_t port, std::uint8_t value) {
     if (port == I8254SpeakerPort::kPort) {
@@ -715,6 +717,114 @@ TEST(I8254PitTest, RandomRegisterSweepNeverCrashesAndKeepsInvariants) {
     const auto deadline = rig.list.next_deadline();
     ASSERT_TRUE(!deadline || *deadline > rig.clock.now());
   }
+}
+
+// --- Pulse train (--pit-tick kernel) -------------------------------------------------------
+
+// A train that "delivers" every edge of its schedule up to the rig's clock.
+class FakePulseTrain final : public dev::PulseTrain {
+ public:
+  struct Start {
+    Nanos first;
+    Nanos period;
+  };
+  bool start(Nanos first, Nanos period) noexcept override {
+    settle();
+    starts.push_back(Start{first, period});
+    running_ = accept;
+    first_ = first;
+    period_ = period;
+    return accept;
+  }
+  void stop() noexcept override {
+    settle();
+    ++stops;
+  }
+  std::uint64_t delivered() noexcept override { return done_ + edges_so_far(); }
+
+  const mt::FakeClock* clock = nullptr;
+  bool accept = true;
+  std::vector<Start> starts;
+  int stops = 0;
+
+ private:
+  std::uint64_t edges_so_far() const {
+    if (!running_ || clock->now() < first_) return 0;
+    return static_cast<std::uint64_t>((clock->now() - first_) / period_) + 1;
+  }
+  void settle() {
+    done_ += edges_so_far();
+    running_ = false;
+  }
+  bool running_ = false;
+  Nanos first_{0};
+  Nanos period_{1};
+  std::uint64_t done_ = 0;
+};
+
+struct TrainRig {
+  TrainRig() { train.clock = &rig.clock; }
+  FakePulseTrain train;
+  PitRig rig{LostTickPolicy::kDelay, &train};
+};
+
+TEST(I8254PitTest, PeriodicProgramIsHandedToTheTrainNotTheTimer) {
+  TrainRig t;
+  t.rig.program(0, dev::kPitModeRateGenerator, kOneKhz);
+  const Nanos period = pit_cycle_duration(kOneKhz);
+  ASSERT_EQ(t.train.starts.size(), 1u);
+  EXPECT_EQ(t.train.starts[0].first, t.rig.t0 + period);
+  EXPECT_EQ(t.train.starts[0].period, period);
+  EXPECT_FALSE(t.rig.list.next_deadline().has_value()) << "the timer runs alongside the train";
+  EXPECT_EQ(t.rig.pit.stats().timer_arms, 0u);
+  EXPECT_EQ(t.rig.pit.stats().train_starts, 1u);
+
+  t.rig.advance(10 * period);
+  EXPECT_EQ(t.rig.irq0.pulses(), 0) << "the device pulsed what the train delivers";
+  EXPECT_EQ(t.rig.pit.stats().ticks_injected, 10u);
+  // Counter reads do not depend on who delivers the edges.
+  t.rig.advance(period / 2);
+  EXPECT_NEAR(t.rig.latched_count(0), kOneKhz / 2, 1);
+}
+
+TEST(I8254PitTest, LeavingPeriodicModeStopsTheTrainAndOneShotUsesTheTimer) {
+  TrainRig t;
+  t.rig.program(0, dev::kPitModeRateGenerator, kOneKhz);
+  t.rig.advance(5 * pit_cycle_duration(kOneKhz));
+  t.rig.program(0, dev::kPitModeInterruptOnTerminalCount, 100);
+  EXPECT_EQ(t.train.stops, 1);
+  EXPECT_EQ(t.train.starts.size(), 1u);
+  ASSERT_TRUE(t.rig.list.next_deadline().has_value());
+  t.rig.advance(1ms);
+  EXPECT_EQ(t.rig.irq0.pulses(), 1);
+  EXPECT_EQ(t.rig.pit.stats().ticks_injected, 6u);  // five from the train, one from the timer
+}
+
+TEST(I8254PitTest, CountRewriteRestartsTheTrainAtTheReloadEdge) {
+  TrainRig t;
+  t.rig.program(0, dev::kPitModeRateGenerator, kOneKhz);
+  const Nanos old_period = pit_cycle_duration(kOneKhz);
+  t.rig.advance(old_period / 3);
+  t.rig.write_count(0, kOneKhz / 2);  // takes over at the end of the running cycle
+  // Each byte written reschedules; whatever ran in between, the train now running is the new
+  // program's, and every earlier one was stopped first.
+  ASSERT_GE(t.train.starts.size(), 2u);
+  EXPECT_EQ(t.train.stops, static_cast<int>(t.train.starts.size()) - 1);
+  EXPECT_EQ(t.train.starts.back().first, t.rig.t0 + old_period);
+  EXPECT_EQ(t.train.starts.back().period, pit_cycle_duration(kOneKhz / 2));
+  t.rig.advance(old_period);
+  EXPECT_EQ(t.rig.pit.stats().ticks_injected, 1u) << "one edge, at the end of the old cycle";
+}
+
+TEST(I8254PitTest, RefusedTrainFallsBackToTheTimer) {
+  TrainRig t;
+  t.train.accept = false;
+  t.rig.program(0, dev::kPitModeRateGenerator, kOneKhz);
+  EXPECT_EQ(t.train.starts.size(), 1u);
+  EXPECT_EQ(t.rig.pit.stats().train_starts, 0u);
+  t.rig.advance(10 * pit_cycle_duration(kOneKhz));
+  EXPECT_EQ(t.rig.irq0.pulses(), 10);
+  EXPECT_EQ(t.rig.pit.stats().ticks_injected, 10u);
 }
 
 }  // namespace

@@ -1,0 +1,30 @@
+// A train of IRQ pulses raised by something other than the device's own timer: the device says
+// "an edge at `first` and every `period` after it, until further notice", and the wire delivers
+// each edge itself. For a periodic timer device (the PIT in modes 2 and 3) this lets the VMM
+// hand the whole schedule to the host kernel, so that no thread of the VMM wakes per tick.
+//
+// Threads: start()/stop() from the device's thread under the device's lock; delivered() from
+// any thread. Implementations take no lock of the device's.
+#pragma once
+
+#include <cstdint>
+
+#include "timers/clock.h"
+
+namespace minivmm::devices {
+
+class PulseTrain {
+ public:
+  virtual ~PulseTrain() = default;
+
+  // Edges at first, first + period, ... (times on the device's clock, period > 0), replacing
+  // any train still running. Returns false if the train cannot run (the caller falls back to
+  // its own timer); edges already delivered stay delivered.
+  virtual bool start(timers::Nanos first, timers::Nanos period) noexcept = 0;
+  // No edge after this returns (one already on its way may still land).
+  virtual void stop() noexcept = 0;
+  // Edges delivered so far by every train this object ran.
+  virtual std::uint64_t delivered() noexcept = 0;
+};
+
+}  // namespace minivmm::devices

@@ -1,0 +1,158 @@
+// KernelPulseTrain against the real host kernel (timerfds, AIO polls, eventfds), without KVM:
+// the binding records the eventfd it would bind to the GSI, and the test reads that eventfd to
+// see the edges arrive. The loop's part (the refill timer) is pumped by hand. Real time, so the
+// bounds are loose; the counts that matter (what was delivered, that nothing arrives once
+// stopped or suspended) are exact.
+#include "vmm/kernel_pulse_train.h"
+
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "timers/monotonic_clock.h"
+#include "timers/timer_list.h"
+#include "timers/vm_clock.h"
+
+namespace minivmm::vmm {
+namespace {
+
+using namespace std::chrono_literals;
+using timers::Nanos;
+
+struct Rig {
+  timers::MonotonicClock host;
+  timers::VmClock vm{host};
+  timers::TimerList list{timers::ClockType::kVm, vm};
+  std::vector<int> attached;
+  std::vector<int> detached;
+  bool refuse = false;
+  std::vector<std::string> failures;
+  KernelPulseTrain train{list, binding(), 64};
+
+  KernelPulseTrain::Binding binding() {
+    KernelPulseTrain::Binding b;
+    b.attach = [this](int fd) {
+      if (refuse) throw std::runtime_error("KVM_IRQFD: refused");
+      attached.push_back(fd);
+    };
+    b.detach = [this](int fd) { detached.push_back(fd); };
+    b.failed = [this](const std::string& why) { failures.push_back(why); };
+    return b;
+  }
+
+  // Runs the loop's side (refills) for `d` of real time.
+  void pump(std::chrono::milliseconds d) {
+    const auto end = std::chrono::steady_clock::now() + d;
+    while (std::chrono::steady_clock::now() < end) {
+      list.run_expired(vm.now());
+      std::this_thread::sleep_for(300us);
+    }
+  }
+
+  // Edges signalled on the current generation's eventfd since the last read.
+  std::uint64_t take_edges() {
+    std::uint64_t n = 0;
+    if (attached.empty()) return 0;
+    if (::read(attached.back(), &n, sizeof n) != sizeof n) return 0;
+    return n;
+  }
+};
+
+TEST(KernelPulseTrainTest, DeliversEveryEdgeWithoutAnyThreadOfOurs) {
+  Rig r;
+  const Nanos period = 1ms;
+  ASSERT_TRUE(r.train.start(r.vm.now() + period, period));
+  ASSERT_EQ(r.attached.size(), 1u);
+  // No pumping: the first refill armed 64 edges (64 ms), and the kernel fires them alone.
+  std::this_thread::sleep_for(40ms);
+  const std::uint64_t edges = r.take_edges();
+  EXPECT_GE(edges, 30u);
+  EXPECT_LE(edges, 42u);
+  EXPECT_EQ(r.train.delivered(), edges + r.take_edges());
+  const auto s = r.train.stats();
+  EXPECT_EQ(s.generations, 1u);
+  EXPECT_EQ(s.refills, 1u);
+  EXPECT_EQ(s.edges_armed, 64u);
+  EXPECT_EQ(s.failures, 0u);
+}
+
+TEST(KernelPulseTrainTest, RefillsKeepTheScheduleGoing) {
+  Rig r;
+  const Nanos period = 1ms;
+  ASSERT_TRUE(r.train.start(r.vm.now() + period, period));
+  r.pump(200ms);  // three times what one fill covers
+  const std::uint64_t delivered = r.train.delivered();
+  EXPECT_GE(delivered, 150u);
+  EXPECT_LE(delivered, 202u);
+  const auto s = r.train.stats();
+  EXPECT_GE(s.refills, 3u);
+  EXPECT_LE(s.edges_armed, delivered + 64) << "more armed than delivered plus one fill ahead";
+  EXPECT_TRUE(r.failures.empty());
+}
+
+TEST(KernelPulseTrainTest, StopUnbindsAndNothingArrivesAfterwards) {
+  Rig r;
+  ASSERT_TRUE(r.train.start(r.vm.now() + 1ms, 1ms));
+  std::this_thread::sleep_for(10ms);
+  r.train.stop();
+  ASSERT_EQ(r.detached, r.attached) << "the eventfd was not unbound from the GSI";
+  const std::uint64_t at_stop = r.train.delivered();
+  EXPECT_GE(at_stop, 5u);
+  std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(r.train.delivered(), at_stop);
+  // A new program gets a fresh eventfd and binding.
+  ASSERT_TRUE(r.train.start(r.vm.now() + 1ms, 2ms));
+  EXPECT_EQ(r.attached.size(), 2u);
+  EXPECT_EQ(r.train.stats().generations, 2u);
+}
+
+TEST(KernelPulseTrainTest, SuspendedWhileVmClockIsPausedAndResumedOnTheGrid) {
+  Rig r;
+  const Nanos period = 1ms;
+  ASSERT_TRUE(r.train.start(r.vm.now() + period, period));
+  std::this_thread::sleep_for(10ms);
+  r.vm.pause();
+  r.train.suspend();
+  const std::uint64_t at_pause = r.train.delivered();
+  EXPECT_EQ(r.detached.size(), 1u);
+  std::this_thread::sleep_for(20ms);
+  r.pump(1ms);  // the refill timer is on vm_clock: nothing may run
+  EXPECT_EQ(r.train.delivered(), at_pause) << "ticks while paused";
+  r.vm.resume();
+  r.train.resume();
+  EXPECT_EQ(r.attached.size(), 2u);
+  std::this_thread::sleep_for(10ms);
+  const std::uint64_t after = r.train.delivered() - at_pause;
+  EXPECT_GE(after, 5u);
+  EXPECT_LE(after, 12u) << "the paused 20 ms were replayed";
+}
+
+TEST(KernelPulseTrainTest, RefusedBindingMeansStartFails) {
+  Rig r;
+  r.refuse = true;
+  EXPECT_FALSE(r.train.start(r.vm.now() + 1ms, 1ms));
+  EXPECT_EQ(r.train.stats().failures, 1u);
+  EXPECT_EQ(r.train.delivered(), 0u);
+  EXPECT_FALSE(r.list.next_deadline().has_value()) << "a refill timer was left armed";
+}
+
+TEST(KernelPulseTrainTest, NonPositivePeriodIsRefused) {
+  Rig r;
+  EXPECT_FALSE(r.train.start(r.vm.now() + 1ms, Nanos{0}));
+  EXPECT_TRUE(r.attached.empty());
+}
+
+TEST(KernelPulseTrainTest, DepthFollowsTheLookahead) {
+  Rig r;
+  // 100 ms period: 256 ms of lookahead is two edges, not 64 timerfds.
+  ASSERT_TRUE(r.train.start(r.vm.now() + 100ms, 100ms));
+  EXPECT_EQ(r.train.stats().edges_armed, 2u);
+}
+
+}  // namespace
+}  // namespace minivmm::vmm

@@ -1,0 +1,118 @@
+// A periodic IRQ handed to the host kernel (--pit-tick kernel). The next `depth` edges are armed
+// on one-shot timerfds, each watched by a Linux AIO poll (IOCB_CMD_POLL) that signals an eventfd
+// when it completes (IOCB_FLAG_RESFD); the eventfd is bound to the GSI as a KVM irqfd. When a
+// timerfd expires, the poll completes from the kernel's timer interrupt, the eventfd wakes KVM's
+// irqfd and KVM injects the edge — the path KVM's own in-kernel PIT takes (hrtimer, kernel
+// worker, vCPU), with no thread of this process waking for the tick. The loop thread refills
+// the schedule once every depth/2 edges: one timerfd_settime per edge, one io_submit and one
+// io_getevents per refill.
+//
+// Why a fresh eventfd (a "generation") per start(): an AIO poll in flight cannot be withdrawn
+// without completing it, and a completion signals the eventfd, a spurious edge. So stop() first
+// unbinds the eventfd from the GSI (KVM_IRQFD deassign waits until it is detached), then
+// cancels the polls (io_cancel; their completions reach nobody and are reaped and ignored by
+// generation) and closes the timerfds. The AIO context lives as long as the train: io_destroy
+// waits for an RCU grace period (~40 ms here), too long for a guest reprogramming its PIT.
+//
+// What it cannot do: edges the host delivers late all at once (a stalled host) reach KVM's
+// irqfd together and merge into one interrupt, and edges the guest leaves unacknowledged merge
+// in the PIC; nothing here sees either (KVM's PIT has the same limits without its reinject
+// mode). The loop- and vCPU-delivered ticks keep the exact lost-tick policy.
+//
+// Threads: start()/stop() from the device (a vCPU thread, under the PIT's lock); the refill on
+// the loop thread (a vm_clock timer, so it stops with the VM); suspend()/resume() on the loop
+// thread around a pause; delivered()/stats() from any thread. mu_ is taken after the device's
+// lock and before the timer list's.
+#pragma once
+
+#include <linux/aio_abi.h>
+
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "devices/pulse_train.h"
+#include "timers/timer.h"
+#include "timers/timer_list.h"
+
+namespace minivmm::vmm {
+
+class KernelPulseTrain final : public devices::PulseTrain {
+ public:
+  // How a generation's eventfd reaches the interrupt line (KVM irqfd assign / deassign).
+  // attach() may throw; detach() must not fail. failed() is told when a refill or a resume
+  // cannot arm the edges (the guest would silently stop ticking), with mu_ held.
+  struct Binding {
+    std::function<void(int eventfd)> attach;
+    std::function<void(int eventfd)> detach;
+    std::function<void(const std::string& why)> failed;
+  };
+
+  struct Stats {
+    std::uint64_t delivered = 0;    // edges whose poll completed (the eventfd was signalled)
+    std::uint64_t generations = 0;  // start()s and resumes that set up a fresh schedule
+    std::uint64_t refills = 0;
+    std::uint64_t edges_armed = 0;  // timerfd_settime calls
+    std::uint64_t skipped = 0;      // edges already past when a refill came, not armed (lost)
+    std::uint64_t failures = 0;     // host refusals; the train stopped and start() said false
+  };
+
+  // `vm_timers` is the loop's vm_clock list (its clock gives the edges' times). At most
+  // `max_depth` edges are armed ahead; fewer when that would reach beyond kLookahead.
+  KernelPulseTrain(timers::TimerList& vm_timers, Binding binding, std::size_t max_depth = 64);
+  ~KernelPulseTrain() override;
+  KernelPulseTrain(const KernelPulseTrain&) = delete;
+  KernelPulseTrain& operator=(const KernelPulseTrain&) = delete;
+
+  bool start(timers::Nanos first, timers::Nanos period) noexcept override;
+  void stop() noexcept override;
+  std::uint64_t delivered() noexcept override;
+
+  // vm_clock is about to stop / has started again: withdraw the armed edges / re-arm from the
+  // first edge after now (the grid is in vm time, so a pause shifts it as a whole).
+  void suspend() noexcept;
+  void resume() noexcept;
+
+  Stats stats() noexcept;
+
+  // How far ahead edges are armed at most: bounds the timerfds a slow rate needs.
+  static constexpr timers::Nanos kLookahead{256'000'000};
+
+ private:
+  struct Generation {
+    std::uint32_t id = 0;  // in the high half of each poll's aio_data
+    int eventfd = -1;
+    bool attached = false;
+    std::vector<int> timerfds;
+    std::vector<iocb> iocbs;
+    std::vector<bool> in_flight;  // a poll submitted and not yet reaped
+  };
+
+  bool open_generation_locked();
+  void close_generation_locked();
+  void reap_locked();
+  bool fill_locked();
+  void on_refill(const timers::Timer::Expiry& expiry);
+
+  const timers::Clock& clock_;
+  const Binding binding_;
+  const std::size_t max_depth_;
+
+  std::mutex mu_;  // guards everything below
+  bool running_ = false;    // start()ed and not stop()ped
+  bool suspended_ = false;  // vm_clock paused: nothing armed
+  timers::Nanos first_{0};
+  timers::Nanos period_{0};
+  timers::Nanos next_{0};   // the next edge not yet armed
+  std::size_t depth_ = 0;   // this schedule's number of slots
+  aio_context_t aio_ = 0;   // created with the first generation, destroyed with the train
+  std::uint32_t next_generation_ = 1;
+  Generation gen_;
+  Stats stats_;
+
+  timers::Timer refill_timer_;  // last member: cancelled before the state it uses goes away
+};
+
+}  // namespace minivmm::vmm
