@@ -74,7 +74,7 @@ bool KernelPulseTrain::start(Nanos first, Nanos period) noexcept {
   refill_timer_.set_slack(period * static_cast<std::int64_t>(depth_ / 4));
   running_ = true;
   if (suspended_) return true;  // armed on resume()
-  if (open_generation_locked() && fill_locked()) return true;
+  if (open_generation_locked() && fill_locked(clock_.now())) return true;
   ++stats_.failures;
   spdlog::warn("PIT pulse train unavailable ({}): the PIT's own timer delivers the ticks",
                std::strerror(errno));
@@ -119,7 +119,7 @@ void KernelPulseTrain::resume() noexcept {
   // edge of the grid after now is the first one the guest has not had.
   const Nanos now = clock_.now();
   next_ = now < first_ ? first_ : first_ + ((now - first_) / period_ + 1) * period_;
-  if (open_generation_locked() && fill_locked()) return;
+  if (open_generation_locked() && fill_locked(now)) return;
   ++stats_.failures;
   const std::string why = std::string("PIT pulse train: cannot re-arm after resume: ") +
                           std::strerror(errno);
@@ -198,9 +198,8 @@ void KernelPulseTrain::reap_locked() {
   }
 }
 
-bool KernelPulseTrain::fill_locked() {
+bool KernelPulseTrain::fill_locked(Nanos now) {
   reap_locked();
-  const Nanos now = clock_.now();
   if (next_ + period_ < now) {
     // Behind by more than a period (the loop could not refill in time): arming each missed edge
     // would fire them all at once, and KVM's irqfd would merge them anyway. Skip to the grid.
@@ -255,10 +254,10 @@ bool KernelPulseTrain::fill_locked() {
   return true;
 }
 
-void KernelPulseTrain::on_refill(const timers::Timer::Expiry& /*expiry*/) {
+void KernelPulseTrain::on_refill(const timers::Timer::Expiry& expiry) {
   std::lock_guard lock(mu_);
   if (!running_ || suspended_) return;
-  if (fill_locked()) return;
+  if (fill_locked(expiry.now)) return;  // the pass's clock reading: no second read
   ++stats_.failures;
   const std::string why = std::string("PIT pulse train: refill failed: ") + std::strerror(errno);
   close_generation_locked();

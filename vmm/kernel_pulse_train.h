@@ -93,7 +93,7 @@ class KernelPulseTrain final : public devices::PulseTrain {
   bool open_generation_locked();
   void close_generation_locked();
   void reap_locked();
-  bool fill_locked();
+  bool fill_locked(timers::Nanos now);  // `now`: vm_clock time
   void on_refill(const timers::Timer::Expiry& expiry);
 
   const timers::Clock& clock_;
