@@ -68,13 +68,12 @@ bool KernelPulseTrain::start(Nanos first, Nanos period) noexcept {
   if (period <= Nanos{0}) return false;
   first_ = first;
   period_ = period;
-  next_ = first;
   depth_ = std::clamp<std::size_t>(static_cast<std::size_t>(kLookahead / period), 2, max_depth_);
-  // The refill may ride on another wakeup up to a quarter of the schedule late.
+  // The refill may ride on another wakeup up to a quarter of a round late.
   refill_timer_.set_slack(period * static_cast<std::int64_t>(depth_ / 4));
   running_ = true;
   if (suspended_) return true;  // armed on resume()
-  if (open_generation_locked() && fill_locked(clock_.now())) return true;
+  if (open_generation_locked(first) && refill_locked(clock_.now())) return true;
   ++stats_.failures;
   spdlog::warn("PIT pulse train unavailable ({}): the PIT's own timer delivers the ticks",
                std::strerror(errno));
@@ -118,8 +117,8 @@ void KernelPulseTrain::resume() noexcept {
   // Edges armed before the pause were withdrawn; vm_clock stood still meanwhile, so the next
   // edge of the grid after now is the first one the guest has not had.
   const Nanos now = clock_.now();
-  next_ = now < first_ ? first_ : first_ + ((now - first_) / period_ + 1) * period_;
-  if (open_generation_locked() && fill_locked(now)) return;
+  const Nanos next = now < first_ ? first_ : first_ + ((now - first_) / period_ + 1) * period_;
+  if (open_generation_locked(next) && refill_locked(now)) return;
   ++stats_.failures;
   const std::string why = std::string("PIT pulse train: cannot re-arm after resume: ") +
                           std::strerror(errno);
@@ -128,7 +127,7 @@ void KernelPulseTrain::resume() noexcept {
   if (binding_.failed) binding_.failed(why);
 }
 
-bool KernelPulseTrain::open_generation_locked() {
+bool KernelPulseTrain::open_generation_locked(Nanos first_edge) {
   Generation g;
   g.eventfd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (g.eventfd < 0) return false;
@@ -140,18 +139,33 @@ bool KernelPulseTrain::open_generation_locked() {
     return false;
   }
   gen_.attached = true;
-  // Room for one schedule's completions plus the cancelled polls of a few earlier ones.
+  // Room for a round's completions (a read and a poll per slot) plus the cancelled polls of a
+  // few earlier generations.
   if (aio_ == 0 && sys_io_setup(static_cast<unsigned>(4 * max_depth_), &aio_) < 0) {
     aio_ = 0;
     return false;
   }
   gen_.id = next_generation_++;
-  gen_.iocbs.assign(depth_, iocb{});
+  gen_.polls.assign(depth_, iocb{});
+  gen_.reads.assign(depth_, iocb{});
+  gen_.counts.assign(depth_, 0);
   gen_.in_flight.assign(depth_, false);
-  for (std::size_t i = 0; i < depth_; ++i) {
+  gen_.fired.assign(depth_, false);
+  const Nanos round = period_ * static_cast<std::int64_t>(depth_);
+  for (std::size_t slot = 0; slot < depth_; ++slot) {
     const int fd = ::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
     if (fd < 0) return false;
     gen_.timerfds.push_back(fd);
+    const auto host = clock_.to_monotonic(first_edge + period_ * static_cast<std::int64_t>(slot));
+    if (!host) {
+      errno = EINVAL;  // vm_clock paused: the caller should have waited for resume()
+      return false;
+    }
+    itimerspec spec{};
+    spec.it_value = to_timespec(std::max(*host, Nanos{1}));
+    spec.it_interval = to_timespec(round);
+    thread_syscalls().add(Syscall::kTimerfdSettime);
+    if (::timerfd_settime(fd, TFD_TIMER_ABSTIME, &spec, nullptr) != 0) return false;
   }
   ++stats_.generations;
   return true;
@@ -167,13 +181,22 @@ void KernelPulseTrain::close_generation_locked() {
     for (std::size_t slot = 0; slot < gen_.in_flight.size(); ++slot) {
       if (!gen_.in_flight[slot]) continue;
       io_event ignored{};
-      sys_io_cancel(aio_, &gen_.iocbs[slot], &ignored);  // EINPROGRESS: completes later
+      sys_io_cancel(aio_, &gen_.polls[slot], &ignored);  // EINPROGRESS: completes later
     }
   }
-  for (int fd : gen_.timerfds) ::close(fd);
+  // A cancelled poll may hold its timerfd open a little longer: disarm before closing.
+  const itimerspec off{};
+  for (int fd : gen_.timerfds) {
+    ::timerfd_settime(fd, 0, &off, nullptr);
+    ::close(fd);
+  }
   ::close(gen_.eventfd);
   gen_ = Generation{};
 }
+
+namespace {
+constexpr std::uint64_t kReadTag = std::uint64_t{1} << 31;  // aio_data: the clearing read
+}  // namespace
 
 void KernelPulseTrain::reap_locked() {
   if (aio_ == 0) return;
@@ -189,58 +212,71 @@ void KernelPulseTrain::reap_locked() {
       // Completions of earlier generations are their cancelled polls (or an edge that beat the
       // unbinding by microseconds): counted when their generation was closed, or never.
       if (gen_.eventfd < 0 || (ev.data >> 32) != gen_.id) continue;
-      const auto slot = static_cast<std::size_t>(ev.data & 0xffffffffu);
-      if (slot < gen_.in_flight.size()) gen_.in_flight[slot] = false;
+      const auto slot = static_cast<std::size_t>(ev.data & (kReadTag - 1));
+      if (slot >= depth_) continue;
+      if (ev.data & kReadTag) {
+        // Expirations since the previous read: the one its poll reported, plus any that fired
+        // while no poll was armed.
+        if (ev.res == static_cast<std::int64_t>(sizeof(std::uint64_t)) && gen_.counts[slot] > 1) {
+          stats_.missed += gen_.counts[slot] - 1;
+        }
+        continue;
+      }
+      gen_.in_flight[slot] = false;
       // A completed poll reports the ready mask (POLLIN); a cancelled one 0 or an error.
-      if (ev.res > 0) ++stats_.delivered;
+      if (ev.res > 0) {
+        ++stats_.delivered;
+        gen_.fired[slot] = true;
+      }
     }
     if (static_cast<std::size_t>(n) < events.size()) return;
   }
 }
 
-bool KernelPulseTrain::fill_locked(Nanos now) {
+bool KernelPulseTrain::refill_locked(Nanos now) {
   reap_locked();
-  if (next_ + period_ < now) {
-    // Behind by more than a period (the loop could not refill in time): arming each missed edge
-    // would fire them all at once, and KVM's irqfd would merge them anyway. Skip to the grid.
-    const auto behind = (now - next_) / period_;
-    stats_.skipped += static_cast<std::uint64_t>(behind);
-    next_ += behind * period_;
-  }
-  std::size_t armed =
-      static_cast<std::size_t>(std::count(gen_.in_flight.begin(), gen_.in_flight.end(), true));
   std::vector<iocb*> batch;
-  batch.reserve(depth_);
-  for (std::size_t slot = 0; slot < depth_ && armed < depth_; ++slot) {
+  batch.reserve(2 * depth_);
+  for (std::size_t slot = 0; slot < depth_; ++slot) {
     if (gen_.in_flight[slot]) continue;
-    const auto host = clock_.to_monotonic(next_);
-    if (!host) break;  // vm_clock paused: resume() re-arms
-    itimerspec spec{};
-    spec.it_value = to_timespec(std::max(*host, Nanos{1}));
-    thread_syscalls().add(Syscall::kTimerfdSettime);
-    if (::timerfd_settime(gen_.timerfds[slot], TFD_TIMER_ABSTIME, &spec, nullptr) != 0) {
-      return false;
+    const std::uint64_t tag = std::uint64_t{gen_.id} << 32 | slot;
+    if (gen_.fired[slot]) {
+      // Clear the expiration the last poll reported, or the new poll completes at once. An AIO
+      // read of a non-blocking timerfd runs inside io_submit, before the poll after it.
+      iocb& rd = gen_.reads[slot];
+      rd = iocb{};
+      rd.aio_lio_opcode = IOCB_CMD_PREAD;
+      rd.aio_fildes = static_cast<std::uint32_t>(gen_.timerfds[slot]);
+      rd.aio_buf = reinterpret_cast<std::uintptr_t>(&gen_.counts[slot]);
+      rd.aio_nbytes = sizeof(std::uint64_t);
+      rd.aio_data = tag | kReadTag;
+      batch.push_back(&rd);
+      gen_.fired[slot] = false;
     }
-    ++stats_.edges_armed;
-    iocb& cb = gen_.iocbs[slot];
+    iocb& cb = gen_.polls[slot];
     cb = iocb{};
     cb.aio_lio_opcode = IOCB_CMD_POLL;
     cb.aio_fildes = static_cast<std::uint32_t>(gen_.timerfds[slot]);
     cb.aio_buf = POLLIN;
     cb.aio_flags = IOCB_FLAG_RESFD;
     cb.aio_resfd = static_cast<std::uint32_t>(gen_.eventfd);
-    cb.aio_data = (std::uint64_t{gen_.id} << 32) | slot;
+    cb.aio_data = tag;
     batch.push_back(&cb);
     gen_.in_flight[slot] = true;
-    ++armed;
-    next_ += period_;
+    ++stats_.polls_submitted;
   }
   if (!batch.empty()) {
     thread_syscalls().add(Syscall::kIoSubmit);
     const long n = sys_io_submit(aio_, static_cast<long>(batch.size()), batch.data());
     const std::size_t submitted = n < 0 ? 0 : static_cast<std::size_t>(n);
     for (std::size_t i = submitted; i < batch.size(); ++i) {
-      gen_.in_flight[static_cast<std::size_t>(batch[i]->aio_data & 0xffffffffu)] = false;
+      const auto slot = static_cast<std::size_t>(batch[i]->aio_data & (kReadTag - 1));
+      if (batch[i]->aio_data & kReadTag) {
+        gen_.fired[slot] = true;  // still readable
+        continue;
+      }
+      gen_.in_flight[slot] = false;
+      --stats_.polls_submitted;
     }
     if (submitted < batch.size()) {
       if (n >= 0) errno = EAGAIN;
@@ -248,16 +284,16 @@ bool KernelPulseTrain::fill_locked(Nanos now) {
     }
   }
   ++stats_.refills;
-  // Refill when half the armed edges have fired.
-  const Nanos refill_at = next_ - period_ * static_cast<std::int64_t>(depth_ / 2);
-  refill_timer_.arm_at(std::max(refill_at, now + period_ / 2));
+  // Every fired slot gets its next poll within half a round, well before it fires again.
+  const auto half_round = static_cast<std::int64_t>(std::max<std::size_t>(depth_ / 2, 1));
+  refill_timer_.arm_at(now + period_ * half_round);
   return true;
 }
 
 void KernelPulseTrain::on_refill(const timers::Timer::Expiry& expiry) {
   std::lock_guard lock(mu_);
   if (!running_ || suspended_) return;
-  if (fill_locked(expiry.now)) return;  // the pass's clock reading: no second read
+  if (refill_locked(expiry.now)) return;  // the pass's clock reading: no second read
   ++stats_.failures;
   const std::string why = std::string("PIT pulse train: refill failed: ") + std::strerror(errno);
   close_generation_locked();

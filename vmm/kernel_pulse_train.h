@@ -1,23 +1,30 @@
-// A periodic IRQ handed to the host kernel (--pit-tick kernel). The next `depth` edges are armed
-// on one-shot timerfds, each watched by a Linux AIO poll (IOCB_CMD_POLL) that signals an eventfd
-// when it completes (IOCB_FLAG_RESFD); the eventfd is bound to the GSI as a KVM irqfd. When a
-// timerfd expires, the poll completes from the kernel's timer interrupt, the eventfd wakes KVM's
-// irqfd and KVM injects the edge — the path KVM's own in-kernel PIT takes (hrtimer, kernel
-// worker, vCPU), with no thread of this process waking for the tick. The loop thread refills
-// the schedule once every depth/2 edges: one timerfd_settime per edge, one io_submit and one
-// io_getevents per refill.
+// A periodic IRQ handed to the host kernel (--pit-tick kernel). The schedule is split over
+// `depth` periodic timerfds: slot s fires at first + (s + k * depth) * period, so together they
+// fire once per period, on the vm_clock grid, with no re-arming. Each is watched by a Linux AIO
+// poll (IOCB_CMD_POLL) that signals an eventfd when it completes (IOCB_FLAG_RESFD); the eventfd
+// is bound to the GSI as a KVM irqfd. When a timerfd expires, the poll completes from the
+// kernel's timer interrupt, the eventfd wakes KVM's irqfd and KVM injects the edge — the path
+// KVM's own in-kernel PIT takes (hrtimer, kernel worker, vCPU), with no thread of this process
+// waking for the tick.
+//
+// A completed poll is one-shot and its timerfd stays readable until read, so the loop thread
+// refills once every depth/2 periods, in one io_submit: per fired slot an IOCB_CMD_PREAD that
+// reads (clears) the timerfd — it runs inside io_submit — followed by a new poll. Per refill:
+// one io_getevents, one io_submit; per edge: no syscall at all. The expiration count each read
+// returns says how many edges a slot saw; more than one means the refill came later than a whole
+// round and the extra edges found no poll armed: counted as missed.
 //
 // Why a fresh eventfd (a "generation") per start(): an AIO poll in flight cannot be withdrawn
 // without completing it, and a completion signals the eventfd, a spurious edge. So stop() first
 // unbinds the eventfd from the GSI (KVM_IRQFD deassign waits until it is detached), then
 // cancels the polls (io_cancel; their completions reach nobody and are reaped and ignored by
-// generation) and closes the timerfds. The AIO context lives as long as the train: io_destroy
-// waits for an RCU grace period (~40 ms here), too long for a guest reprogramming its PIT.
+// generation) and disarms and closes the timerfds. The AIO context lives as long as the train:
+// io_destroy waits for an RCU grace period (~40 ms here), too long for a guest reprogramming.
 //
-// What it cannot do: edges the host delivers late all at once (a stalled host) reach KVM's
-// irqfd together and merge into one interrupt, and edges the guest leaves unacknowledged merge
-// in the PIC; nothing here sees either (KVM's PIT has the same limits without its reinject
-// mode). The loop- and vCPU-delivered ticks keep the exact lost-tick policy.
+// What it cannot do: edges that reach KVM's irqfd too close together (its kernel worker held
+// off for a whole period by a busy host) merge into one interrupt, and so do edges the guest
+// leaves unacknowledged; nothing here sees either (KVM's PIT has the same limits without its
+// reinject mode). The loop- and vCPU-delivered ticks keep the exact lost-tick policy.
 //
 // Threads: start()/stop() from the device (a vCPU thread, under the PIT's lock); the refill on
 // the loop thread (a vm_clock timer, so it stops with the VM); suspend()/resume() on the loop
@@ -54,13 +61,13 @@ class KernelPulseTrain final : public devices::PulseTrain {
     std::uint64_t delivered = 0;    // edges whose poll completed (the eventfd was signalled)
     std::uint64_t generations = 0;  // start()s and resumes that set up a fresh schedule
     std::uint64_t refills = 0;
-    std::uint64_t edges_armed = 0;  // timerfd_settime calls
-    std::uint64_t skipped = 0;      // edges already past when a refill came, not armed (lost)
+    std::uint64_t polls_submitted = 0;
+    std::uint64_t missed = 0;       // edges that fired with no poll armed (a late refill): lost
     std::uint64_t failures = 0;     // host refusals; the train stopped and start() said false
   };
 
   // `vm_timers` is the loop's vm_clock list (its clock gives the edges' times). At most
-  // `max_depth` edges are armed ahead; fewer when that would reach beyond kLookahead.
+  // `max_depth` slots (timerfds); fewer when a round would last longer than kLookahead.
   KernelPulseTrain(timers::TimerList& vm_timers, Binding binding, std::size_t max_depth = 64);
   ~KernelPulseTrain() override;
   KernelPulseTrain(const KernelPulseTrain&) = delete;
@@ -77,23 +84,27 @@ class KernelPulseTrain final : public devices::PulseTrain {
 
   Stats stats() noexcept;
 
-  // How far ahead edges are armed at most: bounds the timerfds a slow rate needs.
+  // How long one round of the slots lasts at most: bounds the timerfds a slow rate needs.
   static constexpr timers::Nanos kLookahead{256'000'000};
 
  private:
   struct Generation {
-    std::uint32_t id = 0;  // in the high half of each poll's aio_data
+    std::uint32_t id = 0;  // in the high half of each request's aio_data
     int eventfd = -1;
     bool attached = false;
     std::vector<int> timerfds;
-    std::vector<iocb> iocbs;
-    std::vector<bool> in_flight;  // a poll submitted and not yet reaped
+    std::vector<iocb> polls;
+    std::vector<iocb> reads;
+    std::vector<std::uint64_t> counts;  // the reads' buffers: expirations since the last read
+    std::vector<bool> in_flight;        // a poll submitted and not yet reaped
+    std::vector<bool> fired;            // its timerfd must be read before the next poll
   };
 
-  bool open_generation_locked();
+  // Arms slot s's timerfd for first_edge + s * period, repeating every depth periods.
+  bool open_generation_locked(timers::Nanos first_edge);
   void close_generation_locked();
   void reap_locked();
-  bool fill_locked(timers::Nanos now);  // `now`: vm_clock time
+  bool refill_locked(timers::Nanos now);  // `now`: vm_clock time
   void on_refill(const timers::Timer::Expiry& expiry);
 
   const timers::Clock& clock_;
@@ -105,7 +116,6 @@ class KernelPulseTrain final : public devices::PulseTrain {
   bool suspended_ = false;  // vm_clock paused: nothing armed
   timers::Nanos first_{0};
   timers::Nanos period_{0};
-  timers::Nanos next_{0};   // the next edge not yet armed
   std::size_t depth_ = 0;   // this schedule's number of slots
   aio_context_t aio_ = 0;   // created with the first generation, destroyed with the train
   std::uint32_t next_generation_ = 1;

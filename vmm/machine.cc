@@ -347,8 +347,8 @@ RunReport Machine::collect_report() const {
         const auto t = pit_train_->stats();
         r.devices["pit"]["kernel_train"] = {
             {"delivered", t.delivered}, {"generations", t.generations},
-            {"refills", t.refills},     {"edges_armed", t.edges_armed},
-            {"skipped", t.skipped},     {"failures", t.failures}};
+            {"refills", t.refills},     {"polls_submitted", t.polls_submitted},
+            {"missed", t.missed},       {"failures", t.failures}};
       }
     }
     const auto rt = rtc_.stats();

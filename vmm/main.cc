@@ -149,6 +149,11 @@ int main(int argc, char** argv) {
     return to_int(ExitCode::kUsage);
   }
   c.memory_bytes = *mem;
+  if (pit == "kvm" && run->count("--pit-tick") > 0) {
+    std::fprintf(stderr, "minivmm: error: --pit-tick: KVM's in-kernel PIT (--pit kvm) delivers its "
+                         "own ticks; --pit-tick applies to --pit user\n");
+    return to_int(ExitCode::kUsage);
+  }
   c.pit = pit == "kvm" ? minivmm::vmm::PitMode::kKvm : minivmm::vmm::PitMode::kUser;
   c.pit_tick = pit_tick == "vcpu"     ? minivmm::vmm::PitTick::kVcpu
                : pit_tick == "kernel" ? minivmm::vmm::PitTick::kKernel

@@ -98,6 +98,13 @@ TEST(BadInputTest, UnknownAlarmPollAndPitValuesAreUsageErrors) {
   }
 }
 
+TEST(BadInputTest, PitTickWithKvmsPitIsAUsageError) {
+  const RunResult r = run_minivmm(
+      {"run", "--kernel", guest_image(), "--pit", "kvm", "--pit-tick", "kernel"}, false);
+  EXPECT_EQ(r.exit_code, kUsage) << r.err;
+  EXPECT_NE(r.err.find("--pit-tick"), std::string::npos) << r.err;
+}
+
 TEST(BadInputTest, NoSubcommandOrUnknownOptionIsAUsageError) {
   EXPECT_EQ(run_minivmm({}, false).exit_code, kUsage);
   EXPECT_EQ(run_minivmm({"run", "--kernel", guest_image(), "--frobnicate"}, false).exit_code,
