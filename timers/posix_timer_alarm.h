@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "timers/alarm_timer.h"
+#include "timers/posix_timer.h"
 
 namespace minivmm::timers {
 
@@ -29,9 +30,8 @@ class PosixTimerAlarm final : public AlarmTimer {
   static int signal_number() noexcept;
 
  private:
-  timer_t timer_{};
-  bool timer_created_ = false;
   int signal_fd_ = -1;
+  PosixTimer timer_;
 };
 
 }  // namespace minivmm::timers

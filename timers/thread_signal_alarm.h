@@ -9,13 +9,14 @@
 #include <time.h>
 
 #include "timers/alarm_timer.h"
+#include "timers/posix_timer.h"
 
 namespace minivmm::timers {
 
 class ThreadSignalAlarm final : public AlarmTimer {
  public:
   ThreadSignalAlarm() = default;
-  ~ThreadSignalAlarm() override;
+  ~ThreadSignalAlarm() override = default;
   ThreadSignalAlarm(const ThreadSignalAlarm&) = delete;
   ThreadSignalAlarm& operator=(const ThreadSignalAlarm&) = delete;
 
@@ -39,8 +40,7 @@ class ThreadSignalAlarm final : public AlarmTimer {
   static int signal_number() noexcept;
 
  private:
-  timer_t timer_{};
-  bool created_ = false;
+  PosixTimer timer_;
 };
 
 }  // namespace minivmm::timers

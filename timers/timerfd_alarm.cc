@@ -8,16 +8,9 @@
 #include <system_error>
 
 #include "timers/syscall_counters.h"
+#include "timers/timespec.h"
 
 namespace minivmm::timers {
-namespace {
-
-timespec to_timespec(Nanos n) {
-  return timespec{static_cast<time_t>(n.count() / 1'000'000'000),
-                  static_cast<long>(n.count() % 1'000'000'000)};
-}
-
-}  // namespace
 
 TimerfdAlarm::TimerfdAlarm(Nanos fixed_interval)
     : fixed_interval_(fixed_interval), interval_(fixed_interval) {

@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "timers/syscall_counters.h"
+#include "timers/timespec.h"
 
 namespace minivmm::vmm {
 namespace {
@@ -22,6 +23,7 @@ namespace {
 using timers::Nanos;
 using timers::Syscall;
 using timers::thread_syscalls;
+using timers::to_timespec;
 
 // glibc has no wrappers for the kernel's AIO calls (libaio is another package); the ABI is
 // linux/aio_abi.h.
@@ -36,11 +38,6 @@ long sys_io_submit(aio_context_t ctx, long n, iocb** cbs) {
 long sys_io_getevents(aio_context_t ctx, long min_nr, long nr, io_event* events,
                       timespec* timeout) {
   return syscall(SYS_io_getevents, ctx, min_nr, nr, events, timeout);
-}
-
-timespec to_timespec(Nanos n) {
-  return timespec{static_cast<time_t>(n.count() / 1'000'000'000),
-                  static_cast<long>(n.count() % 1'000'000'000)};
 }
 
 }  // namespace
@@ -74,12 +71,7 @@ bool KernelPulseTrain::start(Nanos first, Nanos period) noexcept {
   running_ = true;
   if (suspended_) return true;  // armed on resume()
   if (open_generation_locked(first) && refill_locked(clock_.now())) return true;
-  ++stats_.failures;
-  spdlog::warn("PIT pulse train unavailable ({}): the PIT's own timer delivers the ticks",
-               std::strerror(errno));
-  close_generation_locked();
-  refill_timer_.cancel();
-  running_ = false;
+  spdlog::warn("{}; the PIT's own timer delivers the ticks", give_up_locked("unavailable"));
   return false;
 }
 
@@ -119,12 +111,17 @@ void KernelPulseTrain::resume() noexcept {
   const Nanos now = clock_.now();
   const Nanos next = now < first_ ? first_ : first_ + ((now - first_) / period_ + 1) * period_;
   if (open_generation_locked(next) && refill_locked(now)) return;
-  ++stats_.failures;
-  const std::string why = std::string("PIT pulse train: cannot re-arm after resume: ") +
-                          std::strerror(errno);
-  close_generation_locked();
-  running_ = false;
+  const std::string why = give_up_locked("cannot re-arm after resume");
   if (binding_.failed) binding_.failed(why);
+}
+
+std::string KernelPulseTrain::give_up_locked(const char* what) {
+  const int err = errno;  // before the teardown's own syscalls
+  ++stats_.failures;
+  close_generation_locked();
+  refill_timer_.cancel();
+  running_ = false;
+  return std::string("PIT pulse train: ") + what + ": " + std::strerror(err);
 }
 
 bool KernelPulseTrain::open_generation_locked(Nanos first_edge) {
@@ -294,10 +291,7 @@ void KernelPulseTrain::on_refill(const timers::Timer::Expiry& expiry) {
   std::lock_guard lock(mu_);
   if (!running_ || suspended_) return;
   if (refill_locked(expiry.now)) return;  // the pass's clock reading: no second read
-  ++stats_.failures;
-  const std::string why = std::string("PIT pulse train: refill failed: ") + std::strerror(errno);
-  close_generation_locked();
-  running_ = false;
+  const std::string why = give_up_locked("refill failed");
   if (binding_.failed) binding_.failed(why);
 }
 

@@ -103,6 +103,8 @@ class KernelPulseTrain final : public devices::PulseTrain {
   // Arms slot s's timerfd for first_edge + s * period, repeating every depth periods.
   bool open_generation_locked(timers::Nanos first_edge);
   void close_generation_locked();
+  // A host refusal: counts it, tears the schedule down; returns the message (errno's reason).
+  std::string give_up_locked(const char* what);
   void reap_locked();
   bool refill_locked(timers::Nanos now);  // `now`: vm_clock time
   void on_refill(const timers::Timer::Expiry& expiry);
