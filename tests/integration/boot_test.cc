@@ -91,7 +91,10 @@ TEST_P(BootTest, GuestTicksAtRequestedRateAndExitsThroughDebugExit) {
       const auto& vt = s["vcpu_timers"];
       EXPECT_GE(vt["timer_signals_taken"].get<std::uint64_t>(), injected);
       EXPECT_EQ(vt["false_wakeups"].get<std::uint64_t>(), 0u);
-      EXPECT_LE(vt["alarm_arms"].get<std::uint64_t>(), 5u) << "periodic fast path is off";
+      // The periodic fast path: a handful of arms (more when a late pass leaves the grid for a
+      // one-shot and rejoins it, as under ASan at 1000 Hz), never one per tick.
+      EXPECT_LE(vt["alarm_arms"].get<std::uint64_t>(), injected / 10)
+          << "periodic fast path is off";
       EXPECT_LT(s["loop"]["timers_run"].get<std::uint64_t>(), injected / 10);
       EXPECT_GE(s["vcpu_syscalls"]["rt_sigtimedwait"].get<std::uint64_t>(), injected);
     } else if (s["pit_tick"] == "kernel") {
