@@ -43,10 +43,11 @@ long sys_io_getevents(aio_context_t ctx, long min_nr, long nr, io_event* events,
 }  // namespace
 
 KernelPulseTrain::KernelPulseTrain(timers::TimerList& vm_timers, Binding binding,
-                                   std::size_t max_depth)
+                                   std::size_t max_depth, bool aio_reads)
     : clock_(vm_timers.clock()),
       binding_(std::move(binding)),
       max_depth_(std::max<std::size_t>(max_depth, 2)),
+      allow_aio_reads_(aio_reads),
       refill_timer_(vm_timers, "pulse-train-refill",
                     [this](const timers::Timer::Expiry& e) { on_refill(e); }) {}
 
@@ -115,6 +116,30 @@ void KernelPulseTrain::resume() noexcept {
   if (binding_.failed) binding_.failed(why);
 }
 
+bool KernelPulseTrain::probe_aio_timerfd_read() {
+  // A disarmed non-blocking timerfd: with ->read_iter (Linux 6.10+) the AIO read completes at
+  // once with -EAGAIN; without it io_submit refuses the request with EINVAL.
+  const int fd = ::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+  if (fd < 0) return false;
+  std::uint64_t count = 0;
+  iocb rd{};
+  rd.aio_lio_opcode = IOCB_CMD_PREAD;
+  rd.aio_fildes = static_cast<std::uint32_t>(fd);
+  rd.aio_buf = reinterpret_cast<std::uintptr_t>(&count);
+  rd.aio_nbytes = sizeof count;
+  rd.aio_data = ~std::uint64_t{0};  // no generation's
+  iocb* batch[] = {&rd};
+  const bool ok = sys_io_submit(aio_, 1, batch) == 1;
+  if (ok) {
+    io_event ev{};
+    timespec wait{1, 0};
+    sys_io_getevents(aio_, 1, 1, &ev, &wait);  // it completed inside io_submit
+  }
+  ::close(fd);
+  if (!ok) spdlog::debug("PIT pulse train: no AIO reads of timerfds here; clearing with read(2)");
+  return ok;
+}
+
 std::string KernelPulseTrain::give_up_locked(const char* what) {
   const int err = errno;  // before the teardown's own syscalls
   ++stats_.failures;
@@ -138,9 +163,12 @@ bool KernelPulseTrain::open_generation_locked(Nanos first_edge) {
   gen_.attached = true;
   // Room for a round's completions (a read and a poll per slot) plus the cancelled polls of a
   // few earlier generations.
-  if (aio_ == 0 && sys_io_setup(static_cast<unsigned>(4 * max_depth_), &aio_) < 0) {
-    aio_ = 0;
-    return false;
+  if (aio_ == 0) {
+    if (sys_io_setup(static_cast<unsigned>(4 * max_depth_), &aio_) < 0) {
+      aio_ = 0;
+      return false;
+    }
+    aio_reads_ = allow_aio_reads_ && probe_aio_timerfd_read();
   }
   gen_.id = next_generation_++;
   gen_.polls.assign(depth_, iocb{});
@@ -237,6 +265,15 @@ bool KernelPulseTrain::refill_locked(Nanos now) {
   for (std::size_t slot = 0; slot < depth_; ++slot) {
     if (gen_.in_flight[slot]) continue;
     const std::uint64_t tag = std::uint64_t{gen_.id} << 32 | slot;
+    if (gen_.fired[slot] && !aio_reads_) {
+      // Kernels before 6.10 cannot AIO-read a timerfd: clear it with read(2) instead.
+      thread_syscalls().add(Syscall::kRead);
+      std::uint64_t count = 0;
+      if (::read(gen_.timerfds[slot], &count, sizeof count) == sizeof count && count > 1) {
+        stats_.missed += count - 1;
+      }
+      gen_.fired[slot] = false;
+    }
     if (gen_.fired[slot]) {
       // Clear the expiration the last poll reported, or the new poll completes at once. An AIO
       // read of a non-blocking timerfd runs inside io_submit, before the poll after it.

@@ -12,7 +12,9 @@
 // reads (clears) the timerfd — it runs inside io_submit — followed by a new poll. Per refill:
 // one io_getevents, one io_submit; per edge: no syscall at all. The expiration count each read
 // returns says how many edges a slot saw; more than one means the refill came later than a whole
-// round and the extra edges found no poll armed: counted as missed.
+// round and the extra edges found no poll armed: counted as missed. Kernels before 6.10 cannot
+// AIO-read a timerfd (no ->read_iter); there the refill clears each fired slot with read(2),
+// one syscall per edge but still one wakeup per half round (probed once, at the first program).
 //
 // Why a fresh eventfd (a "generation") per start(): an AIO poll in flight cannot be withdrawn
 // without completing it, and a completion signals the eventfd, a spurious edge. So stop() first
@@ -68,7 +70,9 @@ class KernelPulseTrain final : public devices::PulseTrain {
 
   // `vm_timers` is the loop's vm_clock list (its clock gives the edges' times). At most
   // `max_depth` slots (timerfds); fewer when a round would last longer than kLookahead.
-  KernelPulseTrain(timers::TimerList& vm_timers, Binding binding, std::size_t max_depth = 64);
+  // `aio_reads` false forces the read(2) clearing that kernels before 6.10 need (for tests).
+  KernelPulseTrain(timers::TimerList& vm_timers, Binding binding, std::size_t max_depth = 64,
+                   bool aio_reads = true);
   ~KernelPulseTrain() override;
   KernelPulseTrain(const KernelPulseTrain&) = delete;
   KernelPulseTrain& operator=(const KernelPulseTrain&) = delete;
@@ -103,6 +107,8 @@ class KernelPulseTrain final : public devices::PulseTrain {
   // Arms slot s's timerfd for first_edge + s * period, repeating every depth periods.
   bool open_generation_locked(timers::Nanos first_edge);
   void close_generation_locked();
+  // Whether this kernel can AIO-read a timerfd (->read_iter, Linux 6.10+).
+  bool probe_aio_timerfd_read();
   // A host refusal: counts it, tears the schedule down; returns the message (errno's reason).
   std::string give_up_locked(const char* what);
   void reap_locked();
@@ -112,6 +118,7 @@ class KernelPulseTrain final : public devices::PulseTrain {
   const timers::Clock& clock_;
   const Binding binding_;
   const std::size_t max_depth_;
+  const bool allow_aio_reads_;
 
   std::mutex mu_;  // guards everything below
   bool running_ = false;    // start()ed and not stop()ped
@@ -120,6 +127,8 @@ class KernelPulseTrain final : public devices::PulseTrain {
   timers::Nanos period_{0};
   std::size_t depth_ = 0;   // this schedule's number of slots
   aio_context_t aio_ = 0;   // created with the first generation, destroyed with the train
+  bool aio_reads_ = false;  // fired timerfds are cleared by AIO reads in the refill's io_submit
+                            // (one syscall per refill); else by read(2) (one per edge)
   std::uint32_t next_generation_ = 1;
   Generation gen_;
   Stats stats_;
