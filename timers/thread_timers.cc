@@ -18,8 +18,16 @@ void ThreadTimers::attach() {
   publish();
 }
 
+void ThreadTimers::set_wake(std::function<void()> wake) {
+  dynticks_.set_wake([this, wake = std::move(wake)] {
+    woken_.store(true, std::memory_order_seq_cst);
+    if (wake) wake();
+  });
+}
+
 bool ThreadTimers::before_wait() {
-  if (suspended_ || !dynticks_.stale()) return true;
+  const bool woken = woken_.exchange(false, std::memory_order_seq_cst);
+  if (suspended_ || (!woken && !dynticks_.stale())) return true;
   const bool ok = dynticks_.rearm();
   publish();
   return ok;
@@ -29,17 +37,11 @@ bool ThreadTimers::after_interrupted() {
   ++interruptions_;
   const int taken = alarm_.take();
   if (taken < 0) return false;
+  if (taken > 0) ++signals_taken_;
   bool ok = true;
-  if (suspended_) {
-    // Nothing runs until resume(); an expiry that fired before suspend() disarmed is dropped.
-  } else if (taken > 0) {
-    ++signals_taken_;
-    ok = dynticks_.run_timers(true);
-  } else {
-    // A kick: maybe for another thread's arm that moved a deadline earlier (it cannot mark the
-    // deadline stale from there), so recompute; an unchanged deadline costs no syscall.
-    ok = dynticks_.rearm();
-  }
+  // Suspended: nothing runs until resume() (an expiry that beat the disarm is dropped). A kick
+  // without the signal: another thread's arm is applied by before_wait(), pause/stop by the host.
+  if (taken > 0 && !suspended_) ok = dynticks_.run_timers(true);
   publish();
   return ok;
 }

@@ -8,7 +8,9 @@
 //
 // The hosting thread's protocol:
 //   attach()              once, first thing on the thread
-//   before_wait()         before each blocking call: applies the thread's own arms made since
+//   before_wait()         before each blocking call: applies the arms made since (its own, and
+//                         other threads' that woke it); whatever makes the call return at
+//                         once if a wake comes later (immediate_exit) must be reset before
 //   <blocking call, with signal_number() unblocked only inside it>
 //   after_interrupted()   when the call returned EINTR: takes the signal, runs what is due
 //   suspend() / resume()  around a stretch of not waiting for timers (a parked vCPU)
@@ -17,6 +19,7 @@
 // Threads: the protocol calls on the hosting thread; stats() from any thread.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <mutex>
 #include <vector>
@@ -29,7 +32,8 @@ namespace minivmm::timers {
 struct ThreadTimersStats {
   DynticksStats passes;             // the Dynticks counters, as of the last protocol call
   std::uint64_t interruptions = 0;  // after_interrupted() calls
-  std::uint64_t signals_taken = 0;  // ...that found the timer's signal (the rest were kicks)
+  std::uint64_t signals_taken = 0;  // ...that found the timer's signal (the rest were kicks),
+                                    // suspended or not
 };
 
 class ThreadTimers {
@@ -40,7 +44,9 @@ class ThreadTimers {
   ThreadTimers& operator=(const ThreadTimers&) = delete;
 
   // Before the hosting thread starts: how another thread's arm interrupts its blocking call.
-  void set_wake(std::function<void()> wake) { dynticks_.set_wake(std::move(wake)); }
+  // The arm is also remembered, and the next before_wait() recomputes the deadline: a wake
+  // that lands while the host is between two blocking calls must not be lost.
+  void set_wake(std::function<void()> wake);
 
   // On the hosting thread, before its first blocking call: aims the alarm at it, blocks the
   // signal there, takes over the timer passes and arms for what is pending.
@@ -63,6 +69,7 @@ class ThreadTimers {
   ThreadSignalAlarm alarm_;
   Dynticks dynticks_;
   bool suspended_ = false;  // between suspend() and resume(): no pass runs, nothing is armed
+  std::atomic<bool> woken_{false};  // another thread's arm moved a deadline earlier
   std::uint64_t interruptions_ = 0;
   std::uint64_t signals_taken_ = 0;
 

@@ -290,8 +290,10 @@ bool Vcpu::run_loop() {
       if (timers_ && !timers_->resume()) return false;
       continue;
     }
-    if (timers_ && !timers_->before_wait()) return false;
     __atomic_store_n(&run_->immediate_exit, 0, __ATOMIC_SEQ_CST);
+    // After the reset: a timer wake from now on sets immediate_exit again, and one that came
+    // earlier left its mark for before_wait() to apply.
+    if (timers_ && !timers_->before_wait()) return false;
     // A kick between the checks above and here set immediate_exit again: re-check.
     if (stop_ || pause_requested_) continue;
     kvm_run_calls_.fetch_add(1, std::memory_order_relaxed);
