@@ -30,8 +30,9 @@
 // LostTickPolicy (lost_tick_policy.h); the counters in Stats say what happened to every tick.
 //
 // Threads: read()/write()/set_gate()/out() on vCPU threads, timer callbacks on the thread that
-// runs its timer list (the loop, or the vCPU with --pit-tick vcpu); all take mu_. Lock order: I8254SpeakerPort::mu_ -> mu_ -> TimerList mutex. IRQ0 is pulsed
-// with mu_ held (IrqLine implementations take no lock of ours).
+// runs its timer list (the loop, or the vCPU with --pit-tick vcpu); all take mu_. Lock order:
+// I8254SpeakerPort::mu_ -> mu_ -> PulseTrain's lock -> TimerList mutex. IRQ0 is pulsed with mu_
+// held (IrqLine implementations take no lock of ours).
 #pragma once
 
 #include <array>

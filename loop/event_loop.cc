@@ -82,7 +82,7 @@ void EventLoop::schedule(std::function<void()> fn) {
 
 void EventLoop::wake() {
   const std::uint64_t one = 1;
-  // Counted with the loop path: a vCPU-thread arm that moves a deadline earlier costs this.
+  // Charged to the calling thread: a vCPU-thread arm that moves a deadline earlier costs this.
   thread_syscalls().add(Syscall::kWrite);
   [[maybe_unused]] const ssize_t n = ::write(wake_fd_, &one, sizeof one);
 }

@@ -37,7 +37,9 @@ PosixTimerAlarm::~PosixTimerAlarm() {
   if (signal_fd_ >= 0) close(signal_fd_);
 }
 
-bool PosixTimerAlarm::arm(Nanos deadline, Nanos interval) { return timer_.arm(deadline, interval); }
+bool PosixTimerAlarm::arm(Nanos deadline, Nanos interval) {
+  return timer_.arm(deadline, interval);
+}
 
 bool PosixTimerAlarm::disarm() { return timer_.disarm(); }
 

@@ -24,7 +24,9 @@ void ThreadSignalAlarm::attach_current_thread() {
   timer_.create(signal_number(), static_cast<pid_t>(syscall(SYS_gettid)));
 }
 
-bool ThreadSignalAlarm::arm(Nanos deadline, Nanos interval) { return timer_.arm(deadline, interval); }
+bool ThreadSignalAlarm::arm(Nanos deadline, Nanos interval) {
+  return timer_.arm(deadline, interval);
+}
 
 bool ThreadSignalAlarm::disarm() { return timer_.disarm(); }
 

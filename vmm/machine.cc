@@ -79,6 +79,14 @@ Machine::Machine(Config config)
                       [this](const timers::Timer::Expiry&) {
                         request_stop(ExitCode::kOk, "--duration expired");
                       }) {
+  // SIGINT/SIGTERM wait, pending, for the signal thread started at the end: a Ctrl-C during set-up
+  // (after ConsoleInput made the terminal raw) must not kill the process the default way.
+  try {
+    StopSignals::block();
+  } catch (const std::system_error& e) {
+    throw VmmError(ExitCode::kHostFailure, std::string("signals: ") + e.what());
+  }
+
   // Port map of a PC (the addresses every OS probes).
   bus_.attach(0x3f8, 8, uart_);
   bus_.attach(0xf4, 4, debug_exit_);
@@ -203,8 +211,9 @@ void Machine::request_stop_status(int status, const std::string& why) {
 void Machine::pause() {
   if (vm_clock_.paused()) return;
   vcpu_->pause();
-  vm_clock_.pause();
+  // Before vm_clock stops: an edge the kernel fired after the stop would be re-armed on resume.
   if (pit_train_) pit_train_->suspend();
+  vm_clock_.pause();
   dynticks_->rearm();
 }
 

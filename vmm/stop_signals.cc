@@ -23,12 +23,16 @@ sigset_t waited_set() noexcept {
 
 }  // namespace
 
-StopSignals::StopSignals(std::function<void(int signo)> on_signal)
-    : on_signal_(std::move(on_signal)) {
+void StopSignals::block() {
   const sigset_t set = waited_set();
   if (const int err = pthread_sigmask(SIG_BLOCK, &set, nullptr); err != 0) {
     throw std::system_error(err, std::generic_category(), "pthread_sigmask");
   }
+}
+
+StopSignals::StopSignals(std::function<void(int signo)> on_signal)
+    : on_signal_(std::move(on_signal)) {
+  block();
   thread_ = std::thread([this] { thread_main(); });
 }
 

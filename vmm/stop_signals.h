@@ -1,11 +1,14 @@
 // SIGINT and SIGTERM turned into a callback, on a thread of their own that sleeps in
 // sigwaitinfo(). Not a signalfd on the loop: every signalfd of a process shares one wait queue
 // that any signal to any thread wakes, so with --pit-tick vcpu the vCPU's timer signal would
-// wake the loop thread on every guest tick (each wakeup finding nothing to read). Not an async
-// handler either: its EINTR would look like an early poll timeout to the loop.
+// wake the loop thread on every guest tick (each wakeup finding nothing to read). (The one
+// signalfd left is the loop's own `--alarm dynticks`; combined with --pit-tick vcpu it has that
+// cost, which is why the vCPU delivery is measured with the ppoll alarm.) Not an async handler
+// either: its EINTR would look like an early poll timeout to the loop.
 //
-// Threads: construct on the main thread before any other thread exists (it blocks the signals
-// there, and every thread created later inherits that); `on_signal` runs on the signal thread.
+// Threads: block() on the main thread before any other thread exists (every thread created
+// later inherits the mask); construct later, on the main thread; `on_signal` runs on the
+// signal thread.
 #pragma once
 
 #include <functional>
@@ -15,7 +18,11 @@ namespace minivmm::vmm {
 
 class StopSignals {
  public:
-  // Throws std::system_error when the host refuses.
+  // Blocks the signals in the calling thread: from here on they wait, pending, for the thread
+  // the constructor starts. Throws std::system_error when the host refuses.
+  static void block();
+
+  // Blocks them (again) and starts the waiting thread. Throws std::system_error.
   explicit StopSignals(std::function<void(int signo)> on_signal);
   ~StopSignals();
   StopSignals(const StopSignals&) = delete;
