@@ -52,16 +52,14 @@ KernelPulseTrain::KernelPulseTrain(timers::TimerList& vm_timers, Binding binding
                     [this](const timers::Timer::Expiry& e) { on_refill(e); }) {}
 
 KernelPulseTrain::~KernelPulseTrain() {
-  refill_timer_.cancel();
   std::lock_guard lock(mu_);
-  close_generation_locked();
+  withdraw_locked();
   if (aio_ != 0) sys_io_destroy(aio_);
 }
 
 bool KernelPulseTrain::start(Nanos first, Nanos period) noexcept {
   std::lock_guard lock(mu_);
-  close_generation_locked();
-  refill_timer_.cancel();
+  withdraw_locked();
   running_ = false;
   if (period <= Nanos{0}) return false;
   first_ = first;
@@ -79,8 +77,7 @@ bool KernelPulseTrain::start(Nanos first, Nanos period) noexcept {
 void KernelPulseTrain::stop() noexcept {
   std::lock_guard lock(mu_);
   running_ = false;
-  refill_timer_.cancel();
-  close_generation_locked();
+  withdraw_locked();
 }
 
 std::uint64_t KernelPulseTrain::delivered() noexcept {
@@ -98,8 +95,7 @@ KernelPulseTrain::Stats KernelPulseTrain::stats() noexcept {
 void KernelPulseTrain::suspend() noexcept {
   std::lock_guard lock(mu_);
   suspended_ = true;
-  refill_timer_.cancel();
-  close_generation_locked();
+  withdraw_locked();
 }
 
 void KernelPulseTrain::resume() noexcept {
@@ -143,8 +139,7 @@ bool KernelPulseTrain::probe_aio_timerfd_read() {
 std::string KernelPulseTrain::give_up_locked(const char* what) {
   const int err = errno;  // before the teardown's own syscalls
   ++stats_.failures;
-  close_generation_locked();
-  refill_timer_.cancel();
+  withdraw_locked();
   running_ = false;
   return std::string("PIT pulse train: ") + what + ": " + std::strerror(err);
 }
@@ -194,6 +189,11 @@ bool KernelPulseTrain::open_generation_locked(Nanos first_edge) {
   }
   ++stats_.generations;
   return true;
+}
+
+void KernelPulseTrain::withdraw_locked() {
+  refill_timer_.cancel();
+  close_generation_locked();
 }
 
 void KernelPulseTrain::close_generation_locked() {
@@ -260,8 +260,8 @@ void KernelPulseTrain::reap_locked() {
 
 bool KernelPulseTrain::refill_locked(Nanos now) {
   reap_locked();
-  std::vector<iocb*> batch;
-  batch.reserve(2 * depth_);
+  std::vector<iocb*>& batch = batch_;
+  batch.clear();
   for (std::size_t slot = 0; slot < depth_; ++slot) {
     if (gen_.in_flight[slot]) continue;
     const std::uint64_t tag = std::uint64_t{gen_.id} << 32 | slot;

@@ -107,6 +107,8 @@ class KernelPulseTrain final : public devices::PulseTrain {
   // Arms slot s's timerfd for first_edge + s * period, repeating every depth periods.
   bool open_generation_locked(timers::Nanos first_edge);
   void close_generation_locked();
+  // No refill and no armed edge: the refill timer cancelled, the generation closed.
+  void withdraw_locked();
   // Whether this kernel can AIO-read a timerfd (->read_iter, Linux 6.10+).
   bool probe_aio_timerfd_read();
   // A host refusal: counts it, tears the schedule down; returns the message (errno's reason).
@@ -131,6 +133,7 @@ class KernelPulseTrain final : public devices::PulseTrain {
                             // (one syscall per refill); else by read(2) (one per edge)
   std::uint32_t next_generation_ = 1;
   Generation gen_;
+  std::vector<iocb*> batch_;  // refill_locked()'s scratch, kept: no allocation per refill
   Stats stats_;
 
   timers::Timer refill_timer_;  // last member: cancelled before the state it uses goes away

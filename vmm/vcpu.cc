@@ -299,12 +299,15 @@ bool Vcpu::run_loop() {
     kvm_run_calls_.fetch_add(1, std::memory_order_relaxed);
     timers::thread_syscalls().add(timers::Syscall::kIoctl);
     const int r = ::ioctl(fd_.get(), KVM_RUN, 0);
+    // A signal or kick: KVM returns EINTR (or EAGAIN) with exit reason KVM_EXIT_INTR.
+    const bool interrupted =
+        r < 0 ? errno == EINTR || errno == EAGAIN : run_->exit_reason == KVM_EXIT_INTR;
+    if (interrupted) {
+      count(VcpuExit::kInterrupted);
+      if (timers_ && !timers_->after_interrupted()) return false;
+      continue;
+    }
     if (r < 0) {
-      if (errno == EINTR || errno == EAGAIN) {
-        count(VcpuExit::kInterrupted);
-        if (timers_ && !timers_->after_interrupted()) return false;
-        continue;
-      }
       report_failure(std::string("KVM_RUN failed: ") + std::strerror(errno));
       on_stop_(ExitCode::kHostFailure, "KVM_RUN failed");
       return true;
@@ -384,14 +387,6 @@ bool Vcpu::handle_exit() {
         on_stop_(ExitCode::kOk, "guest system event " + std::to_string(run_->system_event.type));
       }
       return false;
-    case KVM_EXIT_INTR:
-      count(VcpuExit::kInterrupted);
-      if (timers_ && !timers_->after_interrupted()) {
-        report_failure(std::string("vCPU timers failed: ") + std::strerror(errno));
-        on_stop_(ExitCode::kHostFailure, "vCPU timers failed");
-        return false;
-      }
-      return true;
     default:
       count(VcpuExit::kOther);
       report_failure("unexpected KVM exit reason " + std::to_string(run_->exit_reason));
