@@ -39,7 +39,14 @@ constexpr unsigned kFcrTriggerShift = 6;
 constexpr std::array<std::uint8_t, 4> kRxTriggerLevels = {1, 4, 8, 14};
 
 // LCR.
+constexpr std::uint8_t kLcrWordLength = 0x03;  // 5 + value data bits
+constexpr std::uint8_t kLcrStopBits = 0x04;    // 1.5 stop bits with 5 data bits, else 2
+constexpr std::uint8_t kLcrParity = 0x08;
 constexpr std::uint8_t kLcrDlab = 0x80;
+
+// The PC's UART clock, 1.8432 MHz, divided by 16: bits per second at divisor 1.
+constexpr std::int64_t kBaudAtDivisorOne = 115'200;
+constexpr std::int64_t kTimeoutCharacters = 4;
 
 // MCR. Only bits 0-4 exist.
 constexpr std::uint8_t kMcrDtr = 0x01;
@@ -69,8 +76,13 @@ constexpr std::uint8_t kMsrConnected = kMsrDcd | kMsrDsr | kMsrCts;
 
 }  // namespace
 
-Uart16550::Uart16550(IrqLine& irq, ByteSink& out, timers::TimerList* rt_timers)
+Uart16550::Uart16550(IrqLine& irq, ByteSink& out, timers::TimerList* rt_timers,
+                     timers::TimerList* vm_timers)
     : irq_(irq), out_(out) {
+  if (vm_timers != nullptr) {
+    rx_timeout_timer_.emplace(*vm_timers, "uart-rx-timeout",
+                              [this](const timers::Timer::Expiry&) { on_rx_timeout(); });
+  }
   if (rt_timers != nullptr) {
     flush_timer_.emplace(*rt_timers, "uart-flush",
                          [this](const timers::Timer::Expiry&) { on_flush_timer(); });
@@ -81,7 +93,8 @@ Uart16550::Uart16550(IrqLine& irq, ByteSink& out, timers::TimerList* rt_timers)
 }
 
 Uart16550::~Uart16550() {
-  // Cancel first: the callback takes mu_ and must not run once we start tearing down.
+  // Cancel first: the callbacks take mu_ and must not run once we start tearing down.
+  rx_timeout_timer_.reset();
   flush_timer_.reset();
   flush();
 }
@@ -108,6 +121,7 @@ void Uart16550::read(std::uint16_t offset, std::span<std::uint8_t> data) noexcep
       const std::size_t reg = std::size_t{offset} + i;
       data[i] = reg < kPortCount ? read_reg(static_cast<std::uint16_t>(reg)) : 0xff;
     }
+    restart_rx_timeout();
     update_irq();
     hook = take_rx_space_hook();
   }
@@ -123,6 +137,7 @@ void Uart16550::write(std::uint16_t offset, std::span<const std::uint8_t> data) 
       const std::size_t reg = std::size_t{offset} + i;
       if (reg < kPortCount) write_reg(static_cast<std::uint16_t>(reg), data[i]);
     }
+    restart_rx_timeout();
     update_irq();
     hook = take_rx_space_hook();
   }
@@ -251,7 +266,9 @@ void Uart16550::set_mcr(std::uint8_t value) noexcept {
 std::uint8_t Uart16550::pending_iir_id() const noexcept {
   if ((ier_ & kIerRlsi) && overrun_) return kIirRlsi;
   if ((ier_ & kIerRdi) && rx_count_ > 0) {
-    return (!fifo_enabled_ || rx_count_ >= rx_trigger_) ? kIirRdi : kIirCti;
+    if (!fifo_enabled_ || rx_count_ >= rx_trigger_) return kIirRdi;
+    // Below the trigger level the receiver stays silent until the character timeout.
+    if (rx_timeout_) return kIirCti;
   }
   if ((ier_ & kIerThri) && thr_ipending_) return kIirThri;
   if ((ier_ & kIerMsi) && msr_delta_ != 0) return kIirMsi;
@@ -326,6 +343,7 @@ std::size_t Uart16550::receive(std::span<const std::uint8_t> bytes) noexcept {
   for (std::size_t i = 0; i < n; ++i) rx_push(bytes[i]);
   stats_.bytes_in += n;
   if (n < bytes.size() || rx_space_locked() == 0) rx_waiting_ = true;
+  restart_rx_timeout();
   update_irq();
   return n;
 }
@@ -342,6 +360,7 @@ void Uart16550::rx_push(std::uint8_t byte) noexcept {
   }
   rx_[(rx_head_ + rx_count_) % kFifoSize] = byte;
   ++rx_count_;
+  rx_activity_ = true;
 }
 
 std::uint8_t Uart16550::rx_pop() noexcept {
@@ -349,12 +368,58 @@ std::uint8_t Uart16550::rx_pop() noexcept {
   rbr_ = rx_[rx_head_];
   rx_head_ = (rx_head_ + 1) % kFifoSize;
   --rx_count_;
+  rx_activity_ = true;
   return rbr_;
 }
 
 void Uart16550::rx_clear() noexcept {
   rx_head_ = 0;
   rx_count_ = 0;
+  rx_activity_ = true;
+}
+
+void Uart16550::restart_rx_timeout() noexcept {
+  if (!rx_activity_) return;
+  rx_activity_ = false;
+  rx_timeout_ = false;
+  if (!rx_timeout_timer_) return;
+  if (fifo_enabled_ && rx_count_ > 0) {
+    rx_timeout_timer_->arm_after(rx_timeout_delay_locked());
+  } else {
+    rx_timeout_timer_->cancel();
+  }
+}
+
+void Uart16550::on_rx_timeout() {
+  std::lock_guard lock(mu_);
+  // A read or a clear that raced with the expiry has already restarted or cancelled the count.
+  if (rx_activity_ || !fifo_enabled_ || rx_count_ == 0 || rx_timeout_) return;
+  rx_timeout_ = true;
+  ++stats_.rx_timeouts;
+  update_irq();
+}
+
+timers::Nanos Uart16550::rx_timeout_delay() const {
+  std::lock_guard lock(mu_);
+  return rx_timeout_delay_locked();
+}
+
+timers::Nanos Uart16550::rx_timeout_delay_locked() const noexcept {
+  // Counted in half bits, for the 1.5 stop bits of 5-bit words.
+  const std::int64_t data_bits = 5 + (lcr_ & kLcrWordLength);
+  std::int64_t half_bits = 2 * (1 + data_bits);  // start + data
+  if (lcr_ & kLcrParity) half_bits += 2;
+  if (!(lcr_ & kLcrStopBits)) {
+    half_bits += 2;
+  } else {
+    half_bits += data_bits == 5 ? 3 : 4;
+  }
+  // The baud generator is a 16-bit down-counter: a divisor of 0 counts 65536.
+  std::int64_t divisor = (std::int64_t{dlm_} << 8) | dll_;
+  if (divisor == 0) divisor = 0x10000;
+  // ns = characters * half_bits/2 * divisor / 115200 s; at most ~4 * 12 * 65536 / 115200 s.
+  return timers::Nanos{kTimeoutCharacters * half_bits * divisor * 1'000'000'000 /
+                       (2 * kBaudAtDivisorOne)};
 }
 
 std::function<void()> Uart16550::take_rx_space_hook() noexcept {

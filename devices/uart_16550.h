@@ -9,14 +9,20 @@
 // FIFO (one holding register with the FIFO off).
 //
 // Deliberately missing, because nothing on the host side needs it:
-//  - Timing. Transmission is instantaneous (THR and TEMT are always empty again right after a
-//    write, so the TX FIFO never holds anything) and the divisor and LCR framing are stored but
-//    do not pace anything. The character timeout (IIR 0x0C) is reported at once for data below
-//    the trigger level: receive() hands over a whole host read, so no more characters of that
-//    burst are coming and waiting four character times would only delay the guest.
+//  - Transmit timing. Transmission is instantaneous (THR and TEMT are always empty again right
+//    after a write, so the TX FIFO never holds anything); the divisor and LCR framing pace only
+//    the receiver's character timeout (below).
 //  - Errors that need a line: BI, PE, FE and the FIFO error bit 7 of LSR are never set.
 //  - Modem inputs are those of a terminal that is always there (DCD, DSR, CTS asserted, RI off);
 //    RTS/DTR are not forwarded anywhere. DMA mode (FCR bit 3) is ignored.
+//
+// Character timeout (PC16550D "FIFO Interrupt Mode Operation"): with the FIFO on and data below
+// the trigger level, IIR reports nothing from the receiver until no character has entered or
+// left the RX FIFO for four character times; then it reports 0x0C (and raises the IRQ) until the
+// guest reads a character, which restarts the count. A character time follows the divisor and
+// the LCR framing (start + 5..8 data + parity + 1, 1.5 or 2 stop bits at 1.8432 MHz / 16 per
+// divisor unit), counted on vm_clock so that a paused VM does not time out. Drivers depend on
+// the wait: one that reads IIR right after a burst arrives must see 0xC1, not a timeout.
 //
 // Output is batched (a VM exit per byte is unavoidable, a write syscall per byte is not): bytes
 // collect in a buffer that is flushed on '\n', when it holds kTxBatch bytes, from an rt_clock
@@ -24,7 +30,7 @@
 // is written at once.
 //
 // Threads: read()/write() on vCPU threads; receive()/rx_space()/flush()/stats() on any thread;
-// the flush timer's callback on the loop thread. mu_ guards all state. Lock order: mu_ ->
+// the flush and character-timeout timers' callbacks on the loop thread. mu_ guards all state. Lock order: mu_ ->
 // TimerList mutex; the IrqLine and the ByteSink are called with mu_ held (neither calls back),
 // the on_rx_space hook without it.
 #pragma once
@@ -53,6 +59,7 @@ struct UartStats {
   std::uint64_t bytes_in = 0;      // bytes accepted by receive()
   std::uint64_t rx_overruns = 0;   // bytes lost to a full RX FIFO (sets LSR.OE)
   std::uint64_t bad_accesses = 0;  // accesses wider than a byte, or past offset 7
+  std::uint64_t rx_timeouts = 0;   // character timeouts indicated (IIR 0x0C)
 };
 
 class Uart16550 final : public PortIoDevice {
@@ -70,7 +77,11 @@ class Uart16550 final : public PortIoDevice {
   static constexpr std::chrono::milliseconds kFlushDelay{2};
 
   // `irq` and `out` must outlive the device. `rt_timers` (the rt_clock list) enables batching.
-  Uart16550(IrqLine& irq, ByteSink& out, timers::TimerList* rt_timers = nullptr);
+  // `vm_timers` (the vm_clock list) times the receiver's character timeout; without it the
+  // timeout never comes (a polling driver still sees LSR.DR, an interrupt-driven one gets data
+  // below the trigger level only when more arrives), so a VMM always passes it.
+  Uart16550(IrqLine& irq, ByteSink& out, timers::TimerList* rt_timers = nullptr,
+            timers::TimerList* vm_timers = nullptr);
   ~Uart16550() override;
   Uart16550(const Uart16550&) = delete;
   Uart16550& operator=(const Uart16550&) = delete;
@@ -83,6 +94,10 @@ class Uart16550 final : public PortIoDevice {
   // it took: the rest waits on the host side (back-pressure instead of overruns). Takes nothing
   // while the UART is in loopback, whose receiver is disconnected from the line.
   std::size_t receive(std::span<const std::uint8_t> bytes) noexcept;
+  // Four character times at the current divisor and framing: how long the RX FIFO must sit
+  // untouched before a character timeout.
+  timers::Nanos rx_timeout_delay() const;
+
   // Bytes receive() would take now. A caller that gets 0 also gets the on_rx_space hook once
   // the guest makes room.
   std::size_t rx_space() const noexcept;
@@ -112,6 +127,12 @@ class Uart16550 final : public PortIoDevice {
   void rx_push(std::uint8_t byte) noexcept;
   std::uint8_t rx_pop() noexcept;
   void rx_clear() noexcept;
+  // After the RX FIFO changed (rx_activity_): the timeout indication goes and its count
+  // restarts while the FIFO holds data. Called once per register access or host read, not per
+  // byte, so a 16-byte burst arms the timer once.
+  void restart_rx_timeout() noexcept;
+  void on_rx_timeout();
+  timers::Nanos rx_timeout_delay_locked() const noexcept;
   std::size_t rx_space_locked() const noexcept;
   std::uint8_t modem_inputs() const noexcept;
   void set_mcr(std::uint8_t value) noexcept;
@@ -148,6 +169,10 @@ class Uart16550 final : public PortIoDevice {
   std::array<std::uint8_t, kTxBatch> tx_{};
   std::size_t tx_len_ = 0;
   std::optional<timers::Timer> flush_timer_;  // only with rt_timers
+
+  bool rx_activity_ = false;  // the RX FIFO gained or lost bytes since the last restart
+  bool rx_timeout_ = false;   // the character timeout is indicated (IIR 0x0C)
+  std::optional<timers::Timer> rx_timeout_timer_;  // only with vm_timers
 
   UartStats stats_;
 };

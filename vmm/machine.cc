@@ -71,7 +71,7 @@ Machine::Machine(Config config)
                 : IrqInject::kIrqfd),
       irq4_(vm_, kIrqCom1),
       irq8_(vm_, kIrqRtc),
-      uart_(irq4_, console_sink_, &rt_timers_),
+      uart_(irq4_, console_sink_, &rt_timers_, &vm_timers_),
       debug_exit_([this](int status) { request_stop_status(status, "guest debug-exit"); }),
       i8042_([this] { request_stop(ExitCode::kOk, "guest reset through the i8042"); }),
       rtc_(vm_timers_, wall_clock_, irq8_, config_.memory_bytes),
@@ -344,7 +344,7 @@ RunReport Machine::collect_report() const {
     const auto u = uart_.stats();
     r.devices["uart"] = {{"bytes_out", u.bytes_out}, {"sink_writes", u.sink_writes},
                          {"bytes_in", u.bytes_in}, {"rx_overruns", u.rx_overruns},
-                         {"bad_accesses", u.bad_accesses}};
+                         {"rx_timeouts", u.rx_timeouts}, {"bad_accesses", u.bad_accesses}};
     if (pit_) {
       const auto p = pit_->stats();
       r.devices["pit"] = {{"ticks_injected", p.ticks_injected}, {"ticks_late", p.ticks_late},

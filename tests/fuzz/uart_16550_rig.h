@@ -30,11 +30,14 @@ class Uart16550Rig final : public Rig {
   Uart16550Rig(Env& env, std::uint8_t config)
       : env_(env),
         batched_((config & kConfigBatched) != 0),
-        uart_(irq4_, sink_, batched_ ? &env.rt_timers() : nullptr) {
+        uart_(irq4_, sink_, batched_ ? &env.rt_timers() : nullptr, &env.vm_timers()) {
     // The flush timer fires at most once per kFlushDelay.
     env.add_timer_rate(
         1e9 /
         static_cast<double>(std::chrono::nanoseconds(devices::Uart16550::kFlushDelay).count()));
+    // The character timeout fires at most once per FIFO change, four of the shortest characters
+    // (5N1 at divisor 1: 7 bits at 115200 baud) after it.
+    env.add_timer_rate(115'200.0 / (4 * 7));
     uart_.set_on_rx_space([this] {
       FUZZ_CHECK(env_.phase() == Phase::kGuestAccess, "UART rx-space hook during %s",
                  phase_name(env_.phase()));
@@ -156,9 +159,10 @@ class Uart16550Rig final : public Rig {
 
   Env& env_;
   const bool batched_;
-  // IRQ4 follows register state; the flush timer must never touch it.
+  // IRQ4 follows register state and the character timeout; the flush timer must never touch it
+  // (it runs in the same timer phase, so that is checked by the IIR checks instead).
   CheckedIrqLine irq4_{env_, "UART IRQ4", CheckedIrqLine::Kind::kLevel,
-                       Phase::kGuestAccess | Phase::kHostCall};
+                       (Phase::kGuestAccess | Phase::kHostCall) | bits(Phase::kTimers)};
   CountingSink sink_{env_, devices::Uart16550::kTxBatch};
   devices::Uart16550 uart_;
 

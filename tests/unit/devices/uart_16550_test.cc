@@ -62,11 +62,15 @@ class Uart16550Test : public ::testing::Test {
         reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
   }
 
+  // Runs the due timers of both lists, as the loop would.
+  void advance(timers::Nanos by) { testing::advance(clock_, {&rt_, &vm_}, by); }
+
   testing::FakeClock clock_;
   timers::TimerList rt_{timers::ClockType::kRt, clock_};
+  timers::TimerList vm_{timers::ClockType::kVm, clock_};
   testing::FakeIrqLine irq_;
   testing::VectorSink sink_;
-  Uart16550 uart_{irq_, sink_, &rt_};
+  Uart16550 uart_{irq_, sink_, &rt_, &vm_};
 };
 
 TEST_F(Uart16550Test, ResetStateIsIdleWithEmptyTransmitter) {
@@ -170,6 +174,7 @@ TEST_F(Uart16550Test, ThreStaysPendingWhileAHigherPriorityInterruptIsReported) {
 TEST_F(Uart16550Test, FifoTriggerLevelsSeparateDataAvailableFromTimeout) {
   out(kMcr, kMcrOut2);
   out(kIer, kIerRdi);
+  const timers::Nanos timeout = uart_.rx_timeout_delay();
   struct Case {
     std::uint8_t fcr_bits;
     std::size_t level;
@@ -179,18 +184,127 @@ TEST_F(Uart16550Test, FifoTriggerLevelsSeparateDataAvailableFromTimeout) {
     out(kFcr, kFcrEnable | kFcrClearRx | c.fcr_bits);
     EXPECT_EQ(in(kIir), kIirFifo | kIirNone);
     if (c.level > 1) {
-      // Below the trigger the character timeout reports the data (at once here: a host read
-      // arrives whole).
+      // Below the trigger the receiver is silent until the character timeout.
       EXPECT_EQ(receive(std::string(c.level - 1, 'a')), c.level - 1);
+      EXPECT_EQ(in(kIir), kIirFifo | kIirNone);
+      EXPECT_FALSE(irq_.level());
+      advance(timeout);
       EXPECT_EQ(in(kIir), kIirFifo | kIirTimeout);
       EXPECT_TRUE(irq_.level());
     }
+    // Reaching the trigger level reports received data at once.
     receive("b");
     EXPECT_EQ(in(kIir), kIirFifo | kIirRda);
     EXPECT_TRUE(irq_.level());
   }
   out(kFcr, kFcrEnable | kFcrClearRx);
   EXPECT_FALSE(irq_.level());
+}
+
+// PC16550D "FIFO Interrupt Mode Operation": a timeout interrupt occurs when at least one
+// character is in the FIFO and none has been removed or input in the last four character times.
+TEST_F(Uart16550Test, CharacterTimeoutComesOnlyAfterFourCharacterTimes) {
+  out(kLcr, kLcrDlab);
+  out(kDll, 1);  // 115200 baud
+  out(kDlm, 0);
+  out(kLcr, kLcr8n1);
+  out(kMcr, kMcrOut2);
+  out(kIer, kIerRdi);
+  out(kFcr, kFcrEnable | kFcrClearRx | 0xc0);  // trigger at 14
+  // 8N1 is ten bits a character: 4 x 10 / 115200 s.
+  EXPECT_EQ(uart_.rx_timeout_delay(), timers::Nanos{347'222});
+
+  receive("hi");
+  // Right after the bytes arrive: no interrupt, IIR 0xC1 (the probe that found this bug).
+  EXPECT_EQ(in(kIir), 0xc1);
+  EXPECT_FALSE(irq_.level());
+  advance(timers::Nanos{347'221});
+  EXPECT_EQ(in(kIir), 0xc1);
+  EXPECT_FALSE(irq_.level());
+  advance(timers::Nanos{1});
+  EXPECT_EQ(in(kIir), 0xcc);
+  EXPECT_TRUE(irq_.level());
+  EXPECT_EQ(uart_.stats().rx_timeouts, 1u);
+  // Reading IIR does not clear it; reading a character does, and restarts the count.
+  EXPECT_EQ(in(kIir), 0xcc);
+  EXPECT_EQ(in(kRbr), 'h');
+  EXPECT_EQ(in(kIir), 0xc1);
+  EXPECT_FALSE(irq_.level());
+  advance(timers::Nanos{347'222});
+  EXPECT_EQ(in(kIir), 0xcc);
+  EXPECT_EQ(in(kRbr), 'i');
+  // An empty FIFO never times out.
+  advance(10ms);
+  EXPECT_EQ(in(kIir), 0xc1);
+  EXPECT_FALSE(vm_.next_deadline().has_value());
+  EXPECT_EQ(uart_.stats().rx_timeouts, 2u);
+}
+
+TEST_F(Uart16550Test, NewCharactersRestartTheTimeoutCount) {
+  out(kIer, kIerRdi);
+  out(kFcr, kFcrEnable | 0x80);  // trigger at 8
+  const timers::Nanos timeout = uart_.rx_timeout_delay();
+  receive("a");
+  advance(timeout - timers::Nanos{1000});
+  receive("b");
+  advance(timeout - timers::Nanos{1000});
+  EXPECT_EQ(in(kIir), kIirFifo | kIirNone);  // each byte restarted the count
+  advance(timers::Nanos{1000});
+  EXPECT_EQ(in(kIir), kIirFifo | kIirTimeout);
+  // Data arriving while the timeout is indicated clears it and starts a new count.
+  receive("c");
+  EXPECT_EQ(in(kIir), kIirFifo | kIirNone);
+  advance(timeout);
+  EXPECT_EQ(in(kIir), kIirFifo | kIirTimeout);
+}
+
+TEST_F(Uart16550Test, CharacterTimeFollowsDivisorAndFraming) {
+  const auto set_line = [this](std::uint16_t divisor, std::uint8_t lcr) {
+    out(kLcr, kLcrDlab);
+    out(kDll, static_cast<std::uint8_t>(divisor & 0xff));
+    out(kDlm, static_cast<std::uint8_t>(divisor >> 8));
+    out(kLcr, lcr);
+  };
+  // 9600 baud, 7 data bits, even parity, 1 stop: 10 bits a character.
+  set_line(12, 0x1a);
+  EXPECT_EQ(uart_.rx_timeout_delay(), timers::Nanos{4'166'666});
+  // 5 data bits with "2" stop bits means 1.5: 7.5 bits a character, at 115200.
+  set_line(1, 0x04);
+  EXPECT_EQ(uart_.rx_timeout_delay(), timers::Nanos{260'416});
+  // 8 data bits, parity, 2 stop bits: 12 bits.
+  set_line(1, 0x0f);
+  EXPECT_EQ(uart_.rx_timeout_delay(), timers::Nanos{416'666});
+  // Divisor 0 counts 65536 in the 16-bit baud generator: the slowest rate, not a division by 0.
+  set_line(0, kLcr8n1);
+  EXPECT_EQ(uart_.rx_timeout_delay(), timers::Nanos{22'755'555'555});
+}
+
+TEST_F(Uart16550Test, NoTimeoutWithoutFifoOrAfterAClear) {
+  out(kIer, kIerRdi);
+  // 16450 mode: the holding register reports data at once and nothing is timed.
+  receive("x");
+  EXPECT_EQ(in(kIir), kIirRda);
+  EXPECT_FALSE(vm_.next_deadline().has_value());
+  in(kRbr);
+  out(kFcr, kFcrEnable | 0x40);
+  receive("ab");
+  EXPECT_TRUE(vm_.next_deadline().has_value());
+  out(kFcr, kFcrEnable | kFcrClearRx | 0x40);
+  EXPECT_FALSE(vm_.next_deadline().has_value());
+  advance(1s);
+  EXPECT_EQ(in(kIir), kIirFifo | kIirNone);
+  EXPECT_EQ(uart_.stats().rx_timeouts, 0u);
+}
+
+TEST_F(Uart16550Test, LoopedBackBytesTimeOutToo) {
+  out(kMcr, kMcrLoop);
+  out(kIer, kIerRdi);
+  out(kFcr, kFcrEnable | 0xc0);
+  out(kThr, 'z');
+  EXPECT_EQ(in(kIir), kIirFifo | kIirNone);
+  advance(uart_.rx_timeout_delay());
+  EXPECT_EQ(in(kIir), kIirFifo | kIirTimeout);
+  EXPECT_FALSE(irq_.level());  // loopback gates the pin off
 }
 
 TEST_F(Uart16550Test, FifoClearAndDisableEmptyTheReceiver) {
@@ -372,7 +486,7 @@ TEST_F(Uart16550Test, RandomAccessSweepKeepsIrqConsistentWithIir) {
         uart_.receive(std::span<const std::uint8_t>(data.data(), width));
         break;
       case 2:
-        testing::advance(clock_, rt_, 1ms);
+        advance(timers::Nanos{rng() % 2'000'000});
         break;
       default:
         uart_.write(offset, std::span<const std::uint8_t>(data.data(), width));
