@@ -12,7 +12,8 @@ constexpr std::uint64_t kMaxUnknownCommandLogs = 16;
 
 }  // namespace
 
-I8042::I8042(std::function<void()> on_reset) : on_reset_(std::move(on_reset)) {}
+I8042::I8042(std::function<void()> on_reset, IrqLine* kbd_irq, IrqLine* aux_irq)
+    : on_reset_(std::move(on_reset)), kbd_irq_(kbd_irq), aux_irq_(aux_irq) {}
 
 void I8042::read(std::uint16_t offset, std::span<std::uint8_t> data) noexcept {
   std::fill(data.begin(), data.end(), std::uint8_t{0xff});
@@ -28,6 +29,7 @@ void I8042::read(std::uint16_t offset, std::span<std::uint8_t> data) noexcept {
   }
   data[0] = output_;
   status_ &= static_cast<std::uint8_t>(~(kStatusOutputFull | kStatusAuxOutputFull));
+  update_locked();
 }
 
 void I8042::write(std::uint16_t offset, std::span<const std::uint8_t> data) noexcept {
@@ -41,6 +43,7 @@ void I8042::write(std::uint16_t offset, std::span<const std::uint8_t> data) noex
     ++stats_.writes;
     reset = offset == kCommandOffset ? write_command_locked(data[0]) : write_data_locked(data[0]);
     if (reset) ++stats_.reset_requests;
+    update_locked();
   }
   if (reset) {
     spdlog::info("guest: i8042 CPU reset requested");
@@ -50,7 +53,10 @@ void I8042::write(std::uint16_t offset, std::span<const std::uint8_t> data) noex
 
 I8042::Stats I8042::stats() const {
   std::lock_guard lock(mu_);
-  return stats_;
+  Stats s = stats_;
+  s.keyboard_unknown = keyboard_.stats().unknown_commands;
+  s.keyboard_overruns = keyboard_.stats().queue_overruns;
+  return s;
 }
 
 bool I8042::write_command_locked(std::uint8_t command) noexcept {
@@ -135,11 +141,18 @@ bool I8042::write_data_locked(std::uint8_t value) noexcept {
     case kCmdWriteAuxOutput:
       put_output_locked(value, true);
       return false;
-    default:
-      // A byte for the keyboard (no command pending) or for the mouse (0xD4): nobody is there
-      // to clock it in.
+    case kCmdWriteAux:
+      // A byte for the mouse: nobody is there to clock it in.
       ++stats_.device_bytes_dropped;
       status_ |= kStatusTimeout;
+      return false;
+    default:
+      // A byte for the keyboard. Sending it re-enables the keyboard interface (QEMU
+      // kbd_write_data does the same), so a driver that disabled the port to probe it hears
+      // the answer.
+      ++stats_.keyboard_bytes;
+      ctr_ &= static_cast<std::uint8_t>(~kCtrKbdDisable);
+      keyboard_.receive(value, (ctr_ & kCtrTranslate) != 0);
       return false;
   }
 }
@@ -159,6 +172,32 @@ void I8042::put_output_locked(std::uint8_t value, bool aux) noexcept {
     status_ |= kStatusAuxOutputFull;
   } else {
     status_ &= static_cast<std::uint8_t>(~kStatusAuxOutputFull);
+  }
+}
+
+void I8042::update_locked() noexcept {
+  drive_lines_locked();
+  if (!(status_ & kStatusOutputFull) && keyboard_.has_output() && !(ctr_ & kCtrKbdDisable)) {
+    // The lines were just driven from the empty buffer, so each byte that moves in is a fresh
+    // edge: an edge-triggered IRQ1 interrupts once per byte, and a guest's handler reads one
+    // byte per interrupt (QEMU ps2_read_data lowers and raises the line the same way).
+    put_output_locked(keyboard_.pop_output(), false);
+    drive_lines_locked();
+  }
+}
+
+void I8042::drive_lines_locked() noexcept {
+  const bool full = (status_ & kStatusOutputFull) != 0;
+  const bool aux = (status_ & kStatusAuxOutputFull) != 0;
+  const bool kbd_level = full && !aux && (ctr_ & kCtrKbdInt) != 0;
+  const bool aux_level = full && aux && (ctr_ & kCtrAuxInt) != 0;
+  if (kbd_level != kbd_level_) {
+    kbd_level_ = kbd_level;
+    if (kbd_irq_ != nullptr) kbd_irq_->set_level(kbd_level);
+  }
+  if (aux_level != aux_level_) {
+    aux_level_ = aux_level;
+    if (aux_irq_ != nullptr) aux_irq_->set_level(aux_level);
   }
 }
 

@@ -1,8 +1,8 @@
 // Emulates the Intel 8042 keyboard controller of a PC/AT ("8042 Universal Peripheral Interface
 // 8-bit Slave Microcontroller"; command set as in the IBM PC/AT Technical Reference and the PS/2
-// "Keyboard and Auxiliary Device Controller" chapter) with no keyboard and no mouse attached:
-// "just enough to shut down the machine" (Firecracker i8042.rs), plus what a Linux guest's
-// i8042 probe needs to find the controller and give up on its ports cleanly.
+// "Keyboard and Auxiliary Device Controller" chapter) with a keyboard that answers commands but
+// has no keys (Ps2Keyboard) and no mouse: enough to shut down the machine (Firecracker
+// i8042.rs) and for a guest's keyboard driver to find its keyboard without timeouts.
 //
 // Subset: status register; command byte read/write (0x20/0x60); controller self-test (0xAA ->
 // 0x55); interface tests (0xAB, 0xA9 -> 0x00, "no error", as QEMU answers); enable/disable of
@@ -11,13 +11,15 @@
 // internal loopbacks 0xD2/0xD3 (Linux's AUX_LOOP probe); A20 (0xDD/0xDF, stored only); read
 // input port (0xC0); pulse output port (0xF0-0xFF; 0xFE pulses bit 0 = CPU reset).
 //
-// Missing, on purpose: the keyboard and mouse themselves. Bytes sent to them (port 0x60 with no
-// command pending, or after 0xD4) are dropped with the status TIMEOUT bit set, as a controller
-// with nothing plugged in reports. IRQ1 and IRQ12 are never raised, so a Linux guest's AUX IRQ
-// test fails (after 250 ms) and its atkbd probe times out, and both ports are left unused; pass
-// `i8042.noaux i8042.nokbd` on the kernel command line to skip those waits. The
-// controller's scratch RAM (0x21-0x3F, 0x61-0x7F) and password/test commands are unknown
-// commands: ignored and counted.
+// Keyboard: a byte written to port 0x60 with no controller command pending goes to the keyboard
+// (and, as on the chip and in QEMU, re-enables a keyboard interface disabled by 0xAD); its
+// answers enter the output buffer one at a time, each when the previous one was read, while
+// the keyboard interface is enabled. IRQ1 follows "output buffer full with a keyboard-side
+// byte" and command byte bit 0; IRQ12 follows an auxiliary byte (0xD3 loopback) and bit 1
+// (QEMU kbd_update_irq). Missing, on purpose: the mouse. Bytes for it (after 0xD4) are dropped
+// with the status TIMEOUT bit set, as a controller with nothing plugged in reports; pass
+// `i8042.noaux` to a Linux guest to skip its AUX probe. The controller's scratch RAM
+// (0x21-0x3F, 0x61-0x7F) and password/test commands are unknown commands: ignored, counted.
 //
 // Bad guest input: only byte accesses are defined; wider ones are ignored (reads 0xff) and
 // counted, like Firecracker. The output buffer is one byte, as on the chip: a new response
@@ -30,7 +32,8 @@
 // instead; both views share this device's state.
 //
 // Threads: read()/write() on vCPU threads, under mu_. `on_reset` runs on the writing vCPU thread
-// after mu_ is released, so it may call back into this device.
+// after mu_ is released, so it may call back into this device. The IRQ lines are driven with mu_
+// held (lock order: mu_ -> the line's own; a line never calls back).
 #pragma once
 
 #include <cstdint>
@@ -39,7 +42,9 @@
 #include <span>
 #include <string_view>
 
+#include "devices/irq_line.h"
 #include "devices/port_io_device.h"
+#include "devices/ps2_keyboard.h"
 
 namespace minivmm::devices {
 
@@ -107,12 +112,17 @@ class I8042 final : public PortIoDevice {
     std::uint64_t bad_accesses = 0;          // wrong width or an offset that is not 0 or 4
     std::uint64_t unknown_commands = 0;      // controller commands not emulated
     std::uint64_t reset_requests = 0;        // CPU resets requested (0xFE, 0xD1 with bit 0 clear)
-    std::uint64_t device_bytes_dropped = 0;  // bytes for the absent keyboard or mouse
+    std::uint64_t device_bytes_dropped = 0;  // bytes for the absent mouse
+    std::uint64_t keyboard_bytes = 0;        // bytes sent to the keyboard
+    std::uint64_t keyboard_unknown = 0;      // of those, answered 0xFE (not understood)
+    std::uint64_t keyboard_overruns = 0;     // keyboard answers dropped: nobody read them
   };
 
   // `on_reset` is called for each CPU reset the guest requests (typically the VMM stops or
-  // restarts the VM). May be empty.
-  explicit I8042(std::function<void()> on_reset);
+  // restarts the VM). May be empty. `kbd_irq` (IRQ1) and `aux_irq` (IRQ12) may be null: that
+  // interrupt is then not wired (the guest can still poll the status register).
+  explicit I8042(std::function<void()> on_reset, IrqLine* kbd_irq = nullptr,
+                 IrqLine* aux_irq = nullptr);
   I8042(const I8042&) = delete;
   I8042& operator=(const I8042&) = delete;
 
@@ -148,8 +158,15 @@ class I8042 final : public PortIoDevice {
   bool write_data_locked(std::uint8_t value) noexcept;
   bool write_output_port_locked(std::uint8_t value) noexcept;
   void put_output_locked(std::uint8_t value, bool aux) noexcept;
+  // Drives IRQ1/IRQ12 from the output buffer and the command byte, then moves the keyboard's
+  // next answer into an empty output buffer and drives them again. Called after every access.
+  void update_locked() noexcept;
+  // The one place that changes the lines; set_level only on a change.
+  void drive_lines_locked() noexcept;
 
   const std::function<void()> on_reset_;
+  IrqLine* const kbd_irq_;
+  IrqLine* const aux_irq_;
 
   mutable std::mutex mu_;  // guards everything below; a leaf lock
   // Linux's default after the BIOS: keyboard interrupt on, translation on, system flag set (the
@@ -159,6 +176,9 @@ class I8042 final : public PortIoDevice {
   std::uint8_t output_ = 0;  // the output buffer; kept after a read, as on the chip
   std::uint8_t output_port_ = kOutPortResetN | kOutPortA20;
   std::uint8_t pending_command_ = 0;  // a command waiting for its byte on port 0x60; 0 = none
+  Ps2Keyboard keyboard_;
+  bool kbd_level_ = false;
+  bool aux_level_ = false;
   Stats stats_;
 
   PortView data_view_{*this, kDataOffset, "i8042-data"};

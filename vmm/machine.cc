@@ -20,8 +20,10 @@ namespace minivmm::vmm {
 namespace {
 
 constexpr std::uint32_t kIrqPit = 0;
+constexpr std::uint32_t kIrqKeyboard = 1;
 constexpr std::uint32_t kIrqCom1 = 4;
 constexpr std::uint32_t kIrqRtc = 8;
+constexpr std::uint32_t kIrqMouse = 12;
 
 double seconds(timers::Nanos n) { return static_cast<double>(n.count()) / 1e9; }
 
@@ -69,11 +71,14 @@ Machine::Machine(Config config)
             config_.irq_inject_ioctl.value_or(config_.pit_tick == PitTick::kVcpu)
                 ? IrqInject::kIoctl
                 : IrqInject::kIrqfd),
+      irq1_(vm_, kIrqKeyboard),
       irq4_(vm_, kIrqCom1),
       irq8_(vm_, kIrqRtc),
+      irq12_(vm_, kIrqMouse),
       uart_(irq4_, console_sink_, &rt_timers_, &vm_timers_),
       debug_exit_([this](int status) { request_stop_status(status, "guest debug-exit"); }),
-      i8042_([this] { request_stop(ExitCode::kOk, "guest reset through the i8042"); }),
+      i8042_([this] { request_stop(ExitCode::kOk, "guest reset through the i8042"); }, &irq1_,
+             &irq12_),
       rtc_(vm_timers_, wall_clock_, irq8_, config_.memory_bytes),
       duration_timer_(rt_timers_, "duration",
                       [this](const timers::Timer::Expiry&) {
@@ -365,8 +370,14 @@ RunReport Machine::collect_report() const {
                         {"update_irqs", rt.update_irqs}, {"reg_c_reads", rt.reg_c_reads},
                         {"timer_arms", rt.timer_arms}, {"bad_accesses", rt.bad_accesses}};
     const auto k = i8042_.stats();
-    r.devices["i8042"] = {{"reads", k.reads}, {"writes", k.writes},
+    r.devices["i8042"] = {{"reads", k.reads},
+                          {"writes", k.writes},
                           {"reset_requests", k.reset_requests},
+                          {"unknown_commands", k.unknown_commands},
+                          {"keyboard_bytes", k.keyboard_bytes},
+                          {"keyboard_unknown", k.keyboard_unknown},
+                          {"keyboard_overruns", k.keyboard_overruns},
+                          {"mouse_bytes_dropped", k.device_bytes_dropped},
                           {"bad_accesses", k.bad_accesses}};
     r.devices["debug_exit"] = {{"exit_requests", debug_exit_.exit_requests()}};
     r.devices["post_port"] = {{"writes", post_port_.writes()}};

@@ -91,8 +91,10 @@ class Machine {
   Vm vm_;
   devices::IoBus bus_;
   KvmIrqLine irq0_;
+  KvmIrqLine irq1_;
   KvmIrqLine irq4_;
   KvmIrqLine irq8_;
+  KvmIrqLine irq12_;
   devices::StdoutSink console_sink_;
   devices::Uart16550 uart_;
   devices::DebugExit debug_exit_;

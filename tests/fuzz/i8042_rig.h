@@ -4,7 +4,9 @@
 // Checks: every access is counted exactly once (reads + writes + bad_accesses); a wrong width or
 // offset reads all ones; the status register never shows INPUT FULL or a parity error; on_reset
 // runs once per counted reset request, on the writing access, without the device lock (it reads
-// the status register back, which would deadlock otherwise).
+// the status register back, which would deadlock otherwise); IRQ1 and IRQ12 change only on guest
+// accesses, only when their level changes, and agree with the status register (IRQ1 only with
+// keyboard data in the buffer, IRQ12 only with auxiliary data).
 #pragma once
 
 #include <algorithm>
@@ -31,7 +33,14 @@ class I8042Rig final : public Rig {
                  "i8042 bad access (offset %u width %zu) did not read all ones", at, data.size());
       return;
     }
-    if (at == devices::I8042::kCommandOffset) check_status(data[0]);
+    if (at == devices::I8042::kCommandOffset) {
+      check_status(data[0]);
+      const bool full = (data[0] & devices::I8042::kStatusOutputFull) != 0;
+      const bool aux = (data[0] & devices::I8042::kStatusAuxOutputFull) != 0;
+      FUZZ_CHECK(!irq1_.level() || (full && !aux), "i8042 IRQ1 high with status 0x%02x", data[0]);
+      FUZZ_CHECK(!irq12_.level() || (full && aux), "i8042 IRQ12 high with status 0x%02x",
+                 data[0]);
+    }
   }
 
   void after_write(std::size_t /*slot*/, std::uint16_t /*offset*/,
@@ -52,7 +61,8 @@ class I8042Rig final : public Rig {
 
   std::uint64_t digest() const override {
     const devices::I8042::Stats s = kbd_.stats();
-    return resets_ * 31 + s.unknown_commands * 17 + s.device_bytes_dropped * 7 + s.bad_accesses;
+    return resets_ * 31 + s.unknown_commands * 17 + s.device_bytes_dropped * 7 +
+           s.keyboard_unknown * 5 + s.keyboard_overruns * 3 + s.bad_accesses;
   }
 
  private:
@@ -85,7 +95,10 @@ class I8042Rig final : public Rig {
   }
 
   Env& env_;
-  devices::I8042 kbd_{[this] { on_reset(); }};
+  CheckedIrqLine irq1_{env_, "i8042 IRQ1", CheckedIrqLine::Kind::kLevel, bits(Phase::kGuestAccess)};
+  CheckedIrqLine irq12_{env_, "i8042 IRQ12", CheckedIrqLine::Kind::kLevel,
+                        bits(Phase::kGuestAccess)};
+  devices::I8042 kbd_{[this] { on_reset(); }, &irq1_, &irq12_};
   std::uint64_t accesses_ = 0;
   std::uint64_t reset_reads_ = 0;
   std::uint64_t resets_ = 0;

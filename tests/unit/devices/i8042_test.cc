@@ -1,5 +1,6 @@
-// The 8042 with nothing attached: controller commands, the reset paths, the Linux probe
-// sequence, and that bad accesses are ignored and counted.
+// The 8042 with a keyboard that has no keys and no mouse: controller commands, the keyboard's
+// command answers and interrupts, the reset paths, the Linux probe sequence, and that bad
+// accesses are ignored and counted.
 #include "devices/i8042.h"
 
 #include <gtest/gtest.h>
@@ -30,9 +31,22 @@ struct KbcRig {
     return value;
   }
 
+  // Every byte the output buffer delivers until it is empty.
+  std::vector<std::uint8_t> drain() {
+    std::vector<std::uint8_t> out;
+    while ((status() & I8042::kStatusOutputFull) != 0 && out.size() < 64) {
+      out.push_back(read_data());
+    }
+    return out;
+  }
+
   int resets = 0;
-  I8042 device{[this] { ++resets; }};
+  minivmm::testing::FakeIrqLine kbd_irq;
+  minivmm::testing::FakeIrqLine aux_irq;
+  I8042 device{[this] { ++resets; }, &kbd_irq, &aux_irq};
 };
+
+using Bytes = std::vector<std::uint8_t>;
 
 TEST(I8042Test, ResetCommandCallsOnReset) {
   KbcRig rig;
@@ -135,17 +149,158 @@ TEST(I8042Test, AuxLoopbackReturnsTheByteAsAuxData) {
   EXPECT_EQ(rig.read_data(), 0xa5);
 }
 
-TEST(I8042Test, BytesForAbsentDevicesAreDroppedWithTimeout) {
+TEST(I8042Test, BytesForTheAbsentMouseAreDroppedWithTimeout) {
   KbcRig rig;
-  rig.data(0xff);  // keyboard reset: nobody there
+  rig.command(I8042::kCmdWriteAux);
+  rig.data(0xf4);  // mouse enable: nobody there
   EXPECT_NE(rig.status() & I8042::kStatusTimeout, 0);
   EXPECT_EQ(rig.status() & I8042::kStatusOutputFull, 0);
-  rig.command(I8042::kCmdWriteAux);
+  rig.command(I8042::kCmdReadCtr);
   EXPECT_EQ(rig.status() & I8042::kStatusTimeout, 0);  // a new command clears it
+  EXPECT_EQ(rig.device.stats().device_bytes_dropped, 1u);
+}
 
-  rig.data(0xf4);  // mouse enable: nobody there either
-  EXPECT_NE(rig.status() & I8042::kStatusTimeout, 0);
-  EXPECT_EQ(rig.device.stats().device_bytes_dropped, 2u);
+// The probe that found the bug: after set-up the idle status is 0x14 (system flag, keylock
+// off), and no keyboard command leaves the timeout bit behind.
+TEST(I8042Test, IdleStatusIs14AndKeyboardCommandsNeverTimeOut) {
+  KbcRig rig;
+  EXPECT_EQ(rig.status(), 0x14);
+  for (std::uint8_t cmd : Bytes{0xee, 0xf2, 0xf4, 0xf5, 0xf6, 0xff}) {
+    SCOPED_TRACE(int{cmd});
+    rig.data(cmd);
+    EXPECT_EQ(rig.status() & I8042::kStatusTimeout, 0);
+    EXPECT_FALSE(rig.drain().empty());
+    EXPECT_EQ(rig.status(), 0x14);
+  }
+  EXPECT_EQ(rig.device.stats().device_bytes_dropped, 0u);
+}
+
+TEST(I8042Test, KeyboardEchoAnswersEE) {
+  KbcRig rig;
+  rig.data(0xee);
+  EXPECT_EQ(rig.drain(), Bytes{0xee});
+}
+
+TEST(I8042Test, KeyboardIdentifyAnswersAckAbAndTheTranslatedId) {
+  KbcRig rig;
+  rig.data(0xf2);
+  EXPECT_EQ(rig.drain(), (Bytes{0xfa, 0xab, 0x41}));  // translation is on after the BIOS
+  // Translation off (command byte bit 6 clear): the keyboard's own 0x83.
+  rig.command(I8042::kCmdWriteCtr);
+  rig.data(I8042::kCtrKbdInt | I8042::kCtrSystemFlag);
+  rig.data(0xf2);
+  EXPECT_EQ(rig.drain(), (Bytes{0xfa, 0xab, 0x83}));
+}
+
+TEST(I8042Test, KeyboardAcknowledgesEveryCommandAndItsParameter) {
+  KbcRig rig;
+  rig.data(0xed);  // LEDs
+  EXPECT_EQ(rig.drain(), Bytes{0xfa});
+  rig.data(0x07);
+  EXPECT_EQ(rig.drain(), Bytes{0xfa});
+  rig.data(0xf3);  // typematic rate and delay
+  EXPECT_EQ(rig.drain(), Bytes{0xfa});
+  rig.data(0x20);
+  EXPECT_EQ(rig.drain(), Bytes{0xfa});
+  rig.data(0xf0);  // select scan code set 2
+  EXPECT_EQ(rig.drain(), Bytes{0xfa});
+  rig.data(0x02);
+  EXPECT_EQ(rig.drain(), Bytes{0xfa});
+  for (std::uint8_t cmd : Bytes{0xf4, 0xf5, 0xf6, 0xf7, 0xfa, 0xfd}) {
+    rig.data(cmd);
+    EXPECT_EQ(rig.drain(), Bytes{0xfa}) << int{cmd};
+  }
+  rig.data(0xff);  // reset: ACK, then the self-test passed
+  EXPECT_EQ(rig.drain(), (Bytes{0xfa, 0xaa}));
+  EXPECT_EQ(rig.device.stats().keyboard_unknown, 0u);
+  EXPECT_EQ(rig.device.stats().keyboard_bytes, 13u);
+}
+
+TEST(I8042Test, ScanCodeSetIsReadBackThroughTranslation) {
+  KbcRig rig;
+  rig.data(0xf0);
+  rig.data(0x00);
+  EXPECT_EQ(rig.drain(), (Bytes{0xfa, 0xfa, 0x41}));  // set 2, translated
+  rig.data(0xf0);
+  rig.data(0x01);
+  rig.drain();
+  rig.command(I8042::kCmdWriteCtr);
+  rig.data(I8042::kCtrSystemFlag);  // translation off
+  rig.data(0xf0);
+  rig.data(0x00);
+  EXPECT_EQ(rig.drain(), (Bytes{0xfa, 0xfa, 0x01}));
+  rig.data(0xf0);
+  rig.data(0x09);  // no such set
+  EXPECT_EQ(rig.drain(), (Bytes{0xfa, 0xfe}));
+}
+
+TEST(I8042Test, KeyboardResendsItsLastByteAndRejectsNonsense) {
+  KbcRig rig;
+  rig.data(0xee);
+  rig.drain();
+  rig.data(0xfe);
+  EXPECT_EQ(rig.drain(), Bytes{0xee});
+  rig.data(0x12);  // not a command
+  EXPECT_EQ(rig.drain(), Bytes{0xfe});
+  EXPECT_EQ(rig.device.stats().keyboard_unknown, 1u);
+  // A command byte where a parameter is expected starts that command.
+  rig.data(0xed);
+  rig.data(0xee);
+  EXPECT_EQ(rig.drain(), (Bytes{0xfa, 0xee}));
+}
+
+TEST(I8042Test, KeyboardAnswersRaiseIrq1OneByteAtATime) {
+  KbcRig rig;
+  rig.data(0xf2);
+  EXPECT_TRUE(rig.kbd_irq.level());
+  EXPECT_EQ(rig.read_data(), 0xfa);
+  EXPECT_TRUE(rig.kbd_irq.level());  // the next byte moved in at once
+  EXPECT_EQ(rig.read_data(), 0xab);
+  EXPECT_EQ(rig.read_data(), 0x41);
+  EXPECT_FALSE(rig.kbd_irq.level());
+  EXPECT_EQ(rig.kbd_irq.rising_edges(), 3);
+  EXPECT_FALSE(rig.aux_irq.level());
+  // Command byte bit 0 clear: the buffer fills, the line stays low.
+  rig.command(I8042::kCmdWriteCtr);
+  rig.data(I8042::kCtrSystemFlag | I8042::kCtrTranslate);
+  rig.data(0xee);
+  EXPECT_NE(rig.status() & I8042::kStatusOutputFull, 0);
+  EXPECT_FALSE(rig.kbd_irq.level());
+  EXPECT_EQ(rig.read_data(), 0xee);
+}
+
+TEST(I8042Test, AuxDataRaisesIrq12WhenEnabled) {
+  KbcRig rig;
+  rig.command(I8042::kCmdWriteCtr);
+  rig.data(I8042::kCtrKbdInt | I8042::kCtrAuxInt | I8042::kCtrSystemFlag);
+  rig.command(I8042::kCmdWriteAuxOutput);
+  rig.data(0x5a);
+  EXPECT_TRUE(rig.aux_irq.level());
+  EXPECT_FALSE(rig.kbd_irq.level());
+  EXPECT_EQ(rig.read_data(), 0x5a);
+  EXPECT_FALSE(rig.aux_irq.level());
+}
+
+TEST(I8042Test, DisabledKeyboardInterfaceHoldsAnswersUntilEnabled) {
+  KbcRig rig;
+  rig.data(0xf2);
+  rig.command(I8042::kCmdKbdDisable);
+  EXPECT_EQ(rig.read_data(), 0xfa);  // already in the output buffer
+  EXPECT_EQ(rig.status() & I8042::kStatusOutputFull, 0);
+  rig.command(I8042::kCmdKbdEnable);
+  EXPECT_EQ(rig.drain(), (Bytes{0xab, 0x41}));
+  // Sending a byte to the keyboard re-enables its interface, as the chip (and QEMU) do.
+  rig.command(I8042::kCmdKbdDisable);
+  rig.data(0xee);
+  EXPECT_EQ(rig.drain(), Bytes{0xee});
+}
+
+TEST(I8042Test, UnreadKeyboardAnswersOverrunItsBuffer) {
+  KbcRig rig;
+  for (int i = 0; i < 20; ++i) rig.data(0xee);
+  // One in the controller's buffer, sixteen in the keyboard's, three lost.
+  EXPECT_EQ(rig.drain().size(), 17u);
+  EXPECT_EQ(rig.device.stats().keyboard_overruns, 3u);
 }
 
 TEST(I8042Test, EmptyOutputBufferReadsTheLastByteAgain) {
@@ -240,9 +395,12 @@ TEST(I8042Test, RandomRegisterSweepNeverCrashesAndKeepsInvariants) {
     }
     const std::uint8_t status = rig.status();
     ASSERT_EQ(status & I8042::kStatusInputFull, 0);  // input is always taken at once
-    // AUX data implies the output buffer is full.
-    ASSERT_TRUE((status & I8042::kStatusAuxOutputFull) == 0 ||
-                (status & I8042::kStatusOutputFull) != 0);
+    // AUX data implies the output buffer is full; each line implies its kind of data.
+    const bool full = (status & I8042::kStatusOutputFull) != 0;
+    const bool aux = (status & I8042::kStatusAuxOutputFull) != 0;
+    ASSERT_TRUE(!aux || full);
+    ASSERT_TRUE(!rig.kbd_irq.level() || (full && !aux));
+    ASSERT_TRUE(!rig.aux_irq.level() || (full && aux));
   }
   const auto stats = rig.device.stats();
   EXPECT_EQ(stats.reset_requests, static_cast<std::uint64_t>(rig.resets));
