@@ -9,6 +9,7 @@
 #include "devices/lost_tick_policy.h"
 #include "loop/poller.h"
 #include "timers/alarm_timer.h"
+#include "vmm/cpu_affinity.h"
 #include "vmm/cpuid_policy.h"
 
 namespace minivmm::vmm {
@@ -47,6 +48,7 @@ struct Config {
   // (loop: an irqfd write; vCPU: KVM_IRQ_LINE, which injects at once instead of through a
   // kernel worker the halted vCPU would have to block for).
   std::optional<bool> irq_inject_ioctl;
+  CpuAffinity cpu_affinity;   // --cpu-affinity; empty lists: the scheduler decides
   bool console_input = true;  // forward stdin to COM1
   bool interactive = false;   // raw terminal; Ctrl-A x quits
 };

@@ -149,6 +149,7 @@ Machine::Machine(Config config)
     request_stop(code, why);
   });
   vcpu_->configure(k.boot_state, cpuid);
+  vcpu_->cpu_affinity(config_.cpu_affinity.vcpu);
   if (vcpu_timers_) {
     vcpu_timers_->set_wake([this] { vcpu_->interrupt(); });
     vcpu_->host_timers(vcpu_timers_.get());
@@ -231,6 +232,9 @@ void Machine::resume() {
 }
 
 int Machine::run() {
+  loop_tid_.store(::gettid(), std::memory_order_release);
+  // This thread is the loop; the vCPU pins itself when it starts.
+  pin_thread(pthread_self(), config_.cpu_affinity.loop, "loop");
   if (config_.timer_slack_ns) {
     // Applies to this (the loop) thread's sleeps: ppoll/epoll timeouts and timerfd expiries.
     if (::prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(*config_.timer_slack_ns), 0, 0,
@@ -322,6 +326,10 @@ RunReport Machine::collect_report() const {
   r.cpu_sys_seconds = seconds(ru.ru_stime);
   r.voluntary_ctx_switches = static_cast<std::uint64_t>(ru.ru_nvcsw);
   r.involuntary_ctx_switches = static_cast<std::uint64_t>(ru.ru_nivcsw);
+  if (const pid_t loop_tid = loop_tid_.load(std::memory_order_acquire); loop_tid != 0) {
+    if (const auto c = thread_context_switches(loop_tid)) r.thread_ctx_switches["loop"] = *c;
+  }
+  if (vcpu_) r.thread_ctx_switches["vcpu0"] = vcpu_->stats().ctx_switches;
 
   for (std::size_t i = 0; i < static_cast<std::size_t>(timers::Syscall::kCount); ++i) {
     const auto s = static_cast<timers::Syscall>(i);

@@ -111,6 +111,7 @@ class Machine {
   std::unique_ptr<ControlSocket> control_;
 
   std::atomic<bool> stop_requested_{false};
+  std::atomic<pid_t> loop_tid_{0};  // the thread in run(); for its context switches
   mutable std::mutex stop_mu_;
   int exit_status_ = 0;        // guarded by stop_mu_
   std::string exit_reason_;    // guarded by stop_mu_

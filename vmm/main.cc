@@ -126,6 +126,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bool no_input = false;
   run->add_flag("--no-console-input", no_input, "do not forward stdin to the guest's COM1");
+  std::string cpu_affinity;
+  run->add_option("--cpu-affinity", cpu_affinity,
+                  "pin threads to host CPUs: loop=CPU,vcpu=CPU (a CPU or a range a-b each; "
+                  "default: not pinned)");
 
   try {
     app.parse(argc, argv);
@@ -167,6 +171,16 @@ int main(int argc, char** argv) {
   c.console_input = !no_input;
   if (irq_inject != "auto") c.irq_inject_ioctl = irq_inject == "ioctl";
   if (timer_slack > 0) c.timer_slack_ns = timer_slack;
+  if (run->count("--cpu-affinity") > 0) {
+    std::string why;
+    const auto affinity =
+        minivmm::vmm::parse_cpu_affinity(cpu_affinity, minivmm::vmm::allowed_cpus(), why);
+    if (!affinity) {
+      std::fprintf(stderr, "minivmm: error: --cpu-affinity: %s\n", why.c_str());
+      return to_int(ExitCode::kUsage);
+    }
+    c.cpu_affinity = *affinity;
+  }
 
   try {
     minivmm::vmm::Machine machine(c);

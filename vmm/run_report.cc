@@ -45,10 +45,16 @@ nlohmann::json RunReport::to_json() const {
                {"clock_reads", clock_reads},      {"alarm_late_us_avg", alarm_late_us_avg},
                {"alarm_late_us_max", alarm_late_us_max},
                {"timer_slack_ns", opt(timer_slack_ns)}};
+  nlohmann::json threads = nlohmann::json::object();
+  for (const auto& [name, c] : thread_ctx_switches) {
+    threads[name] = {{"voluntary_ctx_switches", c.voluntary},
+                     {"involuntary_ctx_switches", c.involuntary}};
+  }
   j["host"] = {{"cpu_user_s", cpu_user_seconds},
                {"cpu_sys_s", cpu_sys_seconds},
                {"voluntary_ctx_switches", voluntary_ctx_switches},
-               {"involuntary_ctx_switches", involuntary_ctx_switches}};
+               {"involuntary_ctx_switches", involuntary_ctx_switches},
+               {"threads", threads}};
   j["loop_syscalls"] = loop_syscalls;
   j["vcpu_syscalls"] = vcpu_syscalls;
   j["vcpu_timers"] = vcpu_timers;
@@ -120,6 +126,13 @@ std::string RunReport::to_text() const {
   s += fmt::format("  host: {:.3f} s user, {:.3f} s sys, {} voluntary + {} involuntary context switches\n",
                    cpu_user_seconds, cpu_sys_seconds, voluntary_ctx_switches,
                    involuntary_ctx_switches);
+  if (!thread_ctx_switches.empty()) {
+    std::string per_thread;
+    for (const auto& [name, c] : thread_ctx_switches) {
+      per_thread += fmt::format(" {} {}+{}", name, c.voluntary, c.involuntary);
+    }
+    s += fmt::format("  context switches by thread (voluntary+involuntary):{}\n", per_thread);
+  }
   std::string exits;
   for (const auto& [name, n] : kvm_exits) {
     if (n) exits += fmt::format(" {}={}", name, n);

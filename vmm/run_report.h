@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "vmm/thread_usage.h"
+
 namespace minivmm::vmm {
 
 struct RunReport {
@@ -60,6 +62,8 @@ struct RunReport {
   double cpu_sys_seconds = 0;
   std::uint64_t voluntary_ctx_switches = 0;
   std::uint64_t involuntary_ctx_switches = 0;
+  // The same per thread ("loop", "vcpu0", ...): which thread blocks and which is preempted.
+  std::map<std::string, ContextSwitches> thread_ctx_switches;
 
   std::map<std::string, std::uint64_t> loop_syscalls;  // the VMM's own count, by kind
   std::map<std::string, std::uint64_t> vcpu_syscalls;  // the vCPU thread's, KVM_RUN included

@@ -42,6 +42,7 @@ StopSignals::~StopSignals() {
 }
 
 void StopSignals::thread_main() {
+  pthread_setname_np(pthread_self(), "signals");
   const sigset_t set = waited_set();
   for (;;) {
     siginfo_t info{};

@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "timers/syscall_counters.h"
+#include "vmm/cpu_affinity.h"
 #include "vmm/kvm.h"
 #include "vmm/vmm_error.h"
 
@@ -225,16 +226,36 @@ VcpuStats Vcpu::stats() const noexcept {
   for (std::size_t i = 0; i < s.exits.size(); ++i) s.exits[i] = exits_[i].load(std::memory_order_relaxed);
   s.unmapped_mmio = unmapped_mmio_.load(std::memory_order_relaxed);
   s.kvm_run_calls = kvm_run_calls_.load(std::memory_order_relaxed);
+  const pid_t tid = tid_.load(std::memory_order_acquire);
+  const auto live = tid != 0 ? thread_context_switches(tid) : std::nullopt;
+  if (live) {
+    s.ctx_switches = *live;
+  } else {
+    std::lock_guard lock(ctx_mu_);
+    s.ctx_switches = final_ctx_;
+  }
   return s;
 }
 
 void Vcpu::thread_main() {
   pthread_.store(pthread_self(), std::memory_order_release);
+  tid_.store(::gettid(), std::memory_order_release);
   timers::set_thread_syscalls(timers::vcpu_syscalls());
+  // Named so that top -H, perf --per-thread and /proc tell the vCPUs from the loop.
+  const std::string name = "vcpu" + std::to_string(index_);
+  pthread_setname_np(pthread_self(), name.c_str());
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, kick_signal());
   pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+
+  try {
+    pin_thread(pthread_self(), cpus_, name);
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    on_stop_(ExitCode::kHostFailure, "vCPU thread could not be pinned");
+    stop_ = true;
+  }
 
   if (timers_) {
     try {
@@ -252,6 +273,11 @@ void Vcpu::thread_main() {
     on_stop_(ExitCode::kHostFailure, "vCPU timers failed");
   }
   if (timers_) timers_->suspend();
+  {
+    std::lock_guard lock(ctx_mu_);
+    final_ctx_ = this_thread_context_switches();
+    tid_.store(0, std::memory_order_release);
+  }
   std::lock_guard lock(mu_);
   state_ = State::kFinished;
   cv_.notify_all();

@@ -28,6 +28,7 @@
 #include "devices/io_bus.h"
 #include "timers/thread_timers.h"
 #include "vmm/exit_code.h"
+#include "vmm/thread_usage.h"
 #include "vmm/unique_fd.h"
 #include "vmm/vm.h"
 #include "vmm/x86_boot_state.h"
@@ -53,6 +54,7 @@ struct VcpuStats {
   std::array<std::uint64_t, static_cast<std::size_t>(VcpuExit::kCount)> exits{};
   std::uint64_t unmapped_mmio = 0;
   std::uint64_t kvm_run_calls = 0;  // ioctl(KVM_RUN): the vCPU thread's syscalls
+  ContextSwitches ctx_switches;     // this vCPU thread's own
 };
 
 class Vcpu {
@@ -68,6 +70,10 @@ class Vcpu {
   // Sets CPUID, registers, FPU and the local APIC's LINT0/LINT1 (ExtINT/NMI, as a PC BIOS
   // leaves them, so the 8259 reaches the CPU). Throws VmmError.
   void configure(const X86BootState& state, const std::vector<kvm_cpuid_entry2>& cpuid);
+
+  // Host CPUs the thread may run on (empty: any). Before start(); applied by the thread itself
+  // before its first KVM_RUN.
+  void cpu_affinity(std::vector<int> cpus) { cpus_ = std::move(cpus); }
 
   // Timers this thread runs itself (nullptr: none). Before start(); must outlive the thread.
   void host_timers(timers::ThreadTimers* timers) noexcept { timers_ = timers; }
@@ -111,8 +117,13 @@ class Vcpu {
   timers::ThreadTimers* timers_ = nullptr;
   std::size_t run_size_ = 0;
 
+  std::vector<int> cpus_;
   std::thread thread_;
   std::atomic<pthread_t> pthread_{};
+  std::atomic<pid_t> tid_{0};  // the kernel's id of the running thread; 0 before and after
+  // Written by the thread as it finishes (ctx_mu_): /proc has no entry for it after that.
+  mutable std::mutex ctx_mu_;
+  ContextSwitches final_ctx_;
   std::atomic<bool> started_{false};
   std::atomic<bool> stop_{false};
   std::atomic<bool> pause_requested_{false};

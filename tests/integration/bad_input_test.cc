@@ -89,7 +89,8 @@ TEST(BadInputTest, UnknownAlarmPollAndPitValuesAreUsageErrors) {
            {"--alarm", "nonsense"}, {"--poll", "select"}, {"--pit", "hpet"},
            {"--duration", "-1"}, {"--min-delta-ns", "0"}, {"--timer-slack", "0"},
            {"--periodic-hz", "0"}, {"--lost-ticks", "maybe"}, {"--pit-tick", "io"},
-           {"--pit-tick", "thread"}, {"--irq-inject", "msi"}}) {
+           {"--pit-tick", "thread"}, {"--irq-inject", "msi"}, {"--cpu-affinity", "loop=4096"},
+           {"--cpu-affinity", "vcpu=0,vcpu=0"}, {"--cpu-affinity", ""}}) {
     std::vector<std::string> full{"run", "--kernel", guest_image()};
     full.insert(full.end(), args.begin(), args.end());
     const RunResult r = run_minivmm(full, false);
