@@ -16,8 +16,16 @@ steady-state window of SECONDS with
 Guest ticks in a window are HZ * SECONDS; for minivmm's own PIT the VMM's --stats JSON gives
 the exact count, lost ticks, clock reads and its own syscall counts. Prints Markdown.
 
+Context switches are also read per thread from /proc/PID/task/*/status around the perf window,
+voluntary (the thread blocked) and involuntary (it was preempted) apart, grouped by thread name
+(minivmm: the loop is the main thread "minivmm", then "vcpu0", "signals"; QEMU: its own names).
+
+--matrix measures every --pit-tick x --alarm x --poll combination instead of the short list;
+--affinity adds, for the default delivery, runs pinned with --cpu-affinity (loop and vCPU on
+different CPUs, and on the same one).
+
 Usage: scripts/profile_idle.py [--hz 250] [--seconds 10] [--no-qemu] [--no-strace]
-       [--build build] [--configs NAME,...]
+       [--build build] [--configs NAME,...] [--matrix] [--affinity]
 """
 
 import argparse
@@ -47,6 +55,33 @@ def qemu_cmd(build, hz, irqchip):
             "-no-reboot", "-device", "isa-debug-exit,iobase=0xf4,iosize=4",
             "-kernel", os.path.join(build, "guest", "minivmm-guest.bin"),
             "-append", f"timer=pit hz={hz} ticks=0"]
+
+
+PIT_TICKS = ["loop", "vcpu", "kernel"]
+ALARMS = ["ppoll", "timerfd", "dynticks", "periodic"]
+POLLS = ["ppoll", "epoll", "timerfd-epoll", "auto"]
+
+
+def matrix_configs(build, hz, tmp):
+    out = []
+    for tick in PIT_TICKS:
+        for alarm in ALARMS:
+            for poll in POLLS:
+                name = f"minivmm pit-tick={tick} alarm={alarm} poll={poll}"
+                stats = os.path.join(tmp, f"m-{tick}-{alarm}-{poll}.json")
+                out.append((name, minivmm_cmd(build, hz, "user", alarm, poll, stats)
+                            + ["--pit-tick", tick], stats))
+    return out
+
+
+def affinity_configs(build, hz, tmp):
+    out = []
+    for label, spec in [("apart", "loop=0,vcpu=1"), ("together", "loop=0,vcpu=0")]:
+        stats = os.path.join(tmp, f"aff-{label}.json")
+        out.append((f"minivmm defaults cpu-affinity={spec}",
+                    minivmm_cmd(build, hz, "user", "ppoll", "epoll", stats)
+                    + ["--cpu-affinity", spec], stats))
+    return out
 
 
 def configs(build, hz, tmp):
@@ -94,6 +129,31 @@ def wait_for_banner(path, proc, timeout=120):
 # Kernel threads that do a VMM's interrupt injection outside its process: the irqfd worker
 # (a kworker) for minivmm's irqfd deliveries, kvm-pit for KVM's in-kernel PIT.
 KERNEL_WORKERS = ("kworker", "kvm-pit")
+
+
+def thread_switches(pid):
+    """{tid: (name, voluntary, involuntary)} for every thread of `pid` now."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+            out[int(tid)] = (fields["Name"].strip(), int(fields["voluntary_ctxt_switches"]),
+                             int(fields["nonvoluntary_ctxt_switches"]))
+        except (OSError, KeyError, ValueError):
+            pass  # the thread exited meanwhile
+    return out
+
+
+def switch_deltas(before, after):
+    """Per thread name: [voluntary, involuntary] over the window (threads alive at both ends)."""
+    out = {}
+    for tid, (name, vol, invol) in after.items():
+        if tid in before:
+            d = out.setdefault(name, [0, 0])
+            d[0] += vol - before[tid][1]
+            d[1] += invol - before[tid][2]
+    return out
 
 
 def perf_window(pid, seconds):
@@ -146,7 +206,9 @@ def measure(name, cmd, stats, hz, seconds, do_strace, tmp):
     try:
         wait_for_banner(out_path, proc)
         time.sleep(0.3)  # let the guest program its timer
+        before = thread_switches(proc.pid)
         perf = perf_window(proc.pid, seconds)
+        switches = switch_deltas(before, thread_switches(proc.pid))
         st = strace_window(proc.pid, seconds) if do_strace else {}
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -160,7 +222,8 @@ def measure(name, cmd, stats, hz, seconds, do_strace, tmp):
         with open(stats) as f:
             report = json.load(f)
     ticks = hz * seconds
-    return {"name": name, "perf": perf, "strace": st, "ticks": ticks, "report": report}
+    return {"name": name, "perf": perf, "strace": st, "ticks": ticks, "report": report,
+            "switches": switches}
 
 
 def fmt(v, digits=2):
@@ -176,6 +239,10 @@ def main():
     ap.add_argument("--no-qemu", action="store_true")
     ap.add_argument("--no-strace", action="store_true")
     ap.add_argument("--configs", default="", help="comma-separated substrings to select")
+    ap.add_argument("--matrix", action="store_true",
+                    help="every --pit-tick x --alarm x --poll combination (long: 48 configs)")
+    ap.add_argument("--affinity", action="store_true",
+                    help="add the default delivery pinned with --cpu-affinity")
     ap.add_argument("--repeat", type=int, default=3,
                     help="rounds over all configurations; CPU and context switches are medians "
                          "(this host is a noisy VM: compare ratios within one run)")
@@ -192,7 +259,13 @@ def main():
               "QEMU columns (skipping them)", file=sys.stderr)
 
     tmp = tempfile.mkdtemp(prefix="minivmm-profile-")
-    selected = [c for c in configs(args.build, args.hz, tmp)
+    all_configs = configs(args.build, args.hz, tmp)
+    if args.matrix:
+        all_configs = matrix_configs(args.build, args.hz, tmp) + [
+            c for c in all_configs if not c[0].startswith("minivmm pit=user")]
+    if args.affinity:
+        all_configs += affinity_configs(args.build, args.hz, tmp)
+    selected = [c for c in all_configs
                 if not (c[0].startswith("qemu") and (args.no_qemu or not have_qemu))
                 and (not args.configs or any(s in c[0] for s in args.configs.split(",")))]
     # Rounds interleave the configurations, so a slow patch of the host hits all of them alike.
@@ -211,7 +284,14 @@ def main():
             vals = sorted(r["perf"][key] for r in rs if key in r["perf"])
             if vals:
                 med[key] = vals[len(vals) // 2]
-        rows.append({"name": name, "perf": med, "strace": rs[0]["strace"],
+        # Median per thread name and kind over the rounds.
+        names = sorted({n for r in rs for n in r["switches"]})
+        switches = {}
+        for n in names:
+            vols = sorted(r["switches"].get(n, [0, 0])[0] for r in rs)
+            invols = sorted(r["switches"].get(n, [0, 0])[1] for r in rs)
+            switches[n] = (vols[len(vols) // 2], invols[len(invols) // 2])
+        rows.append({"name": name, "perf": med, "strace": rs[0]["strace"], "switches": switches,
                      "ticks": rs[0]["ticks"], "report": rs[-1]["report"],
                      "cpu_all": [r["perf"].get("task-clock", 0) * 1000 / r["ticks"] for r in rs],
                      "cpu_workers_all": [(r["perf"].get("task-clock", 0) +
@@ -242,6 +322,19 @@ def main():
               f"{fmt(cs / t if cs is not None else None)} | "
               f"{fmt(cpu_ms * 1000 / t if cpu_ms is not None else None, 1)} | "
               f"{fmt(workers_ms * 1000 / t if workers_ms is not None else None, 1)} |")
+
+    print("\n### Context switches per tick by thread, voluntary / involuntary "
+          "(/proc/PID/task/*/status over the perf window, median)\n")
+    print("| configuration | all threads vol / invol | by thread |")
+    print("|---|---|---|")
+    for r in rows:
+        t = r["ticks"]
+        sw = r["switches"]
+        vol = sum(v for v, _ in sw.values())
+        invol = sum(i for _, i in sw.values())
+        parts = ", ".join(f"{n} {v / t:.2f} / {i / t:.2f}" for n, (v, i) in sorted(sw.items())
+                          if v or i)
+        print(f"| {r['name']} | {vol / t:.2f} / {invol / t:.2f} | {parts} |")
 
     qemu_split = next((r for r in rows if "split" in r["name"]), None)
     if qemu_split and qemu_split["perf"].get("task-clock"):
