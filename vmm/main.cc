@@ -3,6 +3,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -163,6 +164,16 @@ int main(int argc, char** argv) {
   c.lost_ticks = lost == "discard" ? minivmm::devices::LostTickPolicy::kDiscard
                                    : minivmm::devices::LostTickPolicy::kDelay;
   c.cpu = *minivmm::vmm::parse_cpu_model(cpu);
+  // Checked here, not when KVM's CPUID is filtered: user input is judged before /dev/kvm.
+  for (const std::string& name : c.cpuid_mask) {
+    const auto& known = minivmm::vmm::known_cpuid_features();
+    if (std::none_of(known.begin(), known.end(),
+                     [&](const minivmm::vmm::CpuidFeature& f) { return f.name == name; })) {
+      std::fprintf(stderr, "minivmm: error: --cpuid-mask: unknown CPUID feature '%s'\n",
+                   name.c_str());
+      return to_int(ExitCode::kUsage);
+    }
+  }
   if (duration > 0) c.duration_s = duration;
   c.console_input = !no_input;
   if (irq_inject != "auto") c.irq_inject_ioctl = irq_inject == "ioctl";
