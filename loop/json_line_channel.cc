@@ -109,7 +109,13 @@ bool JsonLineChannel::handle_line(std::string_view line) {
   nlohmann::json parsed;
   std::string error;
   try {
-    parsed = nlohmann::json::parse(line);
+    // JSON text has no raw NUL, and the parser stops at one: without this check "{...}\0junk"
+    // would run {...}.
+    if (line.find('\0') != std::string_view::npos) {
+      error = "a NUL byte in the line";
+    } else {
+      parsed = nlohmann::json::parse(line);
+    }
   } catch (const nlohmann::json::parse_error& e) {
     error = e.what();
   }

@@ -1,16 +1,18 @@
 #include "vmm/kernel_loader.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 
 #include "vmm/boot/boot_error.h"
 #include "vmm/boot/acpi_tables.h"
 #include "vmm/boot/bzimage_loader.h"
 #include "vmm/boot/multiboot_loader.h"
 #include "vmm/boot/pvh_loader.h"
+#include "vmm/unique_fd.h"
 #include "vmm/vmm_error.h"
 
 namespace minivmm::vmm {
@@ -23,20 +25,28 @@ constexpr std::uintmax_t kMaxFileBytes = 3ull << 30;
 
 std::vector<std::byte> read_file(const std::string& path, int what_for_code) {
   const auto code = static_cast<ExitCode>(what_for_code);
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
+  // O_NONBLOCK: opening a FIFO nobody writes to must not hang; fstat on the open fd (not stat
+  // on the path) so that what is checked is what is read.
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
+  if (!fd.valid()) {
     throw VmmError(code, "cannot open '" + path + "': " + std::strerror(errno));
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    throw VmmError(code, "cannot stat '" + path + "': " + std::strerror(errno));
   }
   if (!S_ISREG(st.st_mode)) throw VmmError(code, "'" + path + "' is not a regular file");
   if (static_cast<std::uintmax_t>(st.st_size) > kMaxFileBytes) {
     throw VmmError(code, "'" + path + "' is larger than 3 GiB");
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw VmmError(code, "cannot read '" + path + "': " + std::strerror(errno));
   std::vector<std::byte> data(static_cast<std::size_t>(st.st_size));
-  in.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(data.size()));
-  if (static_cast<std::size_t>(in.gcount()) != data.size()) {
-    throw VmmError(code, "short read from '" + path + "'");
+  std::size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::read(fd.get(), data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw VmmError(code, "cannot read '" + path + "': " + std::strerror(errno));
+    if (n == 0) throw VmmError(code, "short read from '" + path + "' (truncated while read?)");
+    done += static_cast<std::size_t>(n);
   }
   return data;
 }

@@ -60,13 +60,16 @@ Machine::Machine(Config config)
       initrd_image_(config_.initrd_path.empty()
                         ? std::vector<std::byte>{}
                         : read_file(config_.initrd_path, to_int(ExitCode::kBadKernel))),
+      ram_(config_.memory_bytes),
+      kernel_(load_kernel(ram_.memory(), kernel_image_, config_.cmdline, initrd_image_)),
       alarm_(make_alarm(config_)),
       dynticks_(std::make_unique<timers::Dynticks>(
           *alarm_, mono_, std::vector<timers::TimerList*>{&vm_timers_, &rt_timers_},
           timers::DynticksOptions{timers::Nanos{config_.min_delta_ns}})),
       loop_(std::make_unique<loop::EventLoop>(make_loop_poller(config_), *dynticks_)),
+      control_(make_control_socket()),
       kvm_(),
-      vm_(kvm_, config_.memory_bytes),
+      vm_(kvm_, ram_.memory()),
       irq0_(vm_, kIrqPit,
             config_.irq_inject_ioctl.value_or(config_.pit_tick == PitTick::kVcpu)
                 ? IrqInject::kIoctl
@@ -134,8 +137,7 @@ Machine::Machine(Config config)
         opts);
   }
 
-  const LoadedKernel k =
-      load_kernel(vm_.memory(), kernel_image_, config_.cmdline, initrd_image_);
+  const LoadedKernel& k = kernel_;
   spdlog::debug("kernel loaded at {:#x}-{:#x}, entry {:#x}, boot info {:#x}", k.load_addr,
                 k.load_end, k.entry_addr, k.boot_info_addr);
 
@@ -155,34 +157,43 @@ Machine::Machine(Config config)
     vcpu_->host_timers(vcpu_timers_.get());
   }
 
-  if (!config_.api_socket.empty()) {
-    ControlHandlers handlers;
-    handlers.stats = [this] { return collect_report().to_json(); };
-    handlers.pause = [this] {
-      if (paused()) return false;
-      pause();
-      return true;
-    };
-    handlers.resume = [this] {
-      if (!paused()) return false;
-      resume();
-      return true;
-    };
-    handlers.quit = [this] { request_stop(ExitCode::kOk, "quit from the control socket"); };
-    try {
-      control_ = std::make_unique<ControlSocket>(*loop_, config_.api_socket, std::move(handlers));
-    } catch (const std::invalid_argument& e) {
-      throw VmmError(ExitCode::kUsage, std::string("--api-socket: ") + e.what());
-    } catch (const std::system_error& e) {
-      throw VmmError(ExitCode::kHostFailure, std::string("--api-socket: ") + e.what());
-    }
-  }
-
   // Before run() starts the vCPU thread, so that it and every later thread inherit the mask.
   try {
     stop_signals_ = std::make_unique<StopSignals>([this](int signo) { on_signal(signo); });
   } catch (const std::system_error& e) {
     throw VmmError(ExitCode::kHostFailure, std::string("signals: ") + e.what());
+  }
+}
+
+std::unique_ptr<ControlSocket> Machine::make_control_socket() {
+  if (config_.api_socket.empty()) return nullptr;
+  // The handlers reach the vCPU and the report, which exist only later: they run on the loop
+  // thread, from run(), never during construction.
+  ControlHandlers handlers;
+  handlers.stats = [this] { return collect_report().to_json(); };
+  handlers.pause = [this] {
+    if (paused()) return false;
+    pause();
+    return true;
+  };
+  handlers.resume = [this] {
+    if (!paused()) return false;
+    resume();
+    return true;
+  };
+  handlers.quit = [this] { request_stop(ExitCode::kOk, "quit from the control socket"); };
+  try {
+    return std::make_unique<ControlSocket>(*loop_, config_.api_socket, std::move(handlers));
+  } catch (const std::invalid_argument& e) {
+    throw VmmError(ExitCode::kUsage, std::string("--api-socket: ") + e.what());
+  } catch (const std::system_error& e) {
+    // A path the user can fix (missing folder, no permission, read-only, taken) is a usage
+    // error; running out of fds or memory is the host's.
+    const int err = e.code().value();
+    const bool users = err == ENOENT || err == ENOTDIR || err == EACCES || err == EPERM ||
+                       err == EROFS || err == ELOOP || err == ENAMETOOLONG || err == EADDRINUSE;
+    throw VmmError(users ? ExitCode::kUsage : ExitCode::kHostFailure,
+                   std::string("--api-socket: ") + e.what());
   }
 }
 

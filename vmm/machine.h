@@ -33,9 +33,11 @@
 #include "vmm/config.h"
 #include "vmm/control_socket.h"
 #include "vmm/exit_code.h"
+#include "vmm/guest_ram.h"
 #include "vmm/kvm.h"
 #include "vmm/kernel_pulse_train.h"
 #include "vmm/kvm_irq_line.h"
+#include "vmm/boot/loaded_kernel.h"
 #include "vmm/run_report.h"
 #include "vmm/stop_signals.h"
 #include "vmm/unique_fd.h"
@@ -46,7 +48,9 @@ namespace minivmm::vmm {
 
 class Machine {
  public:
-  // Validates the kernel, opens KVM, builds the VM and its devices and loads the kernel.
+  // Reads the kernel and initrd and loads them into guest RAM, binds the control socket, and
+  // only then opens KVM and builds the VM and its devices: every check of user input comes
+  // before /dev/kvm, so bad input gets its own exit code on any machine.
   // Throws VmmError (with the exit code to use) on any setup failure.
   explicit Machine(Config config);
   ~Machine();
@@ -70,10 +74,13 @@ class Machine {
 
  private:
   void on_signal(int signo);
+  std::unique_ptr<ControlSocket> make_control_socket();
 
   Config config_;
   std::vector<std::byte> kernel_image_;
   std::vector<std::byte> initrd_image_;
+  GuestRam ram_;
+  LoadedKernel kernel_;  // loaded into ram_ before KVM exists
 
   timers::MonotonicClock mono_;
   timers::VmClock vm_clock_{mono_};
@@ -86,6 +93,8 @@ class Machine {
   std::unique_ptr<timers::AlarmTimer> alarm_;
   std::unique_ptr<timers::Dynticks> dynticks_;
   std::unique_ptr<loop::EventLoop> loop_;
+  // Bound before KVM is opened (a bad path is user input); its handlers run only inside run().
+  std::unique_ptr<ControlSocket> control_;
 
   Kvm kvm_;
   Vm vm_;
@@ -108,7 +117,6 @@ class Machine {
 
   std::unique_ptr<Vcpu> vcpu_;
   timers::Timer duration_timer_;
-  std::unique_ptr<ControlSocket> control_;
 
   std::atomic<bool> stop_requested_{false};
   std::atomic<pid_t> loop_tid_{0};  // the thread in run(); for its context switches

@@ -3,8 +3,12 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 
@@ -140,8 +144,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "minivmm: error: %s\nRun 'minivmm run --help' for the options.\n",
-                 e.what());
+    // One line, like every other error: scripts grep the first line of stderr.
+    std::fprintf(stderr, "minivmm: error: %s (see 'minivmm run --help')\n", e.what());
     return to_int(ExitCode::kUsage);
   }
   spdlog::set_level(spdlog::level::from_str(log_level));
@@ -167,6 +171,21 @@ int main(int argc, char** argv) {
   c.lost_ticks = lost == "discard" ? minivmm::devices::LostTickPolicy::kDiscard
                                    : minivmm::devices::LostTickPolicy::kDelay;
   c.cpu = *minivmm::vmm::parse_cpu_model(cpu);
+  // Checked here, not when KVM's CPUID is filtered: user input is judged before /dev/kvm.
+  for (const std::string& name : c.cpuid_mask) {
+    const auto& known = minivmm::vmm::known_cpuid_features();
+    if (std::none_of(known.begin(), known.end(),
+                     [&](const minivmm::vmm::CpuidFeature& f) { return f.name == name; })) {
+      std::fprintf(stderr, "minivmm: error: --cpuid-mask: unknown CPUID feature '%s'\n",
+                   name.c_str());
+      return to_int(ExitCode::kUsage);
+    }
+  }
+  // CLI::Range lets NaN through (every comparison with it is false).
+  if (std::isnan(duration)) {
+    std::fprintf(stderr, "minivmm: error: --duration: not a number\n");
+    return to_int(ExitCode::kUsage);
+  }
   if (duration > 0) c.duration_s = duration;
   c.console_input = !no_input;
   if (irq_inject != "auto") c.irq_inject_ioctl = irq_inject == "ioctl";
@@ -180,6 +199,18 @@ int main(int argc, char** argv) {
       return to_int(ExitCode::kUsage);
     }
     c.cpu_affinity = *affinity;
+  }
+
+  // The stats file is user input too: fail now, not after a long run whose figures would be lost.
+  // Created (empty) here, written at the end.
+  if (!c.stats_path.empty() && c.stats_path != "-") {
+    std::FILE* f = std::fopen(c.stats_path.c_str(), "we");
+    if (f == nullptr) {
+      std::fprintf(stderr, "minivmm: error: --stats: cannot write '%s': %s\n",
+                   c.stats_path.c_str(), std::strerror(errno));
+      return to_int(ExitCode::kUsage);
+    }
+    std::fclose(f);
   }
 
   try {

@@ -1,7 +1,6 @@
 #include "vmm/vm.h"
 
 #include <sys/ioctl.h>
-#include <sys/mman.h>
 
 #include <cerrno>
 #include <cstring>
@@ -18,7 +17,6 @@ namespace {
 // identity map.
 constexpr std::uint64_t kTssAddress = 0xfffbd000;
 constexpr std::uint64_t kIdentityMapAddress = 0xfffbc000;
-constexpr std::uint64_t kMaxRam = 3ull << 30;
 
 [[noreturn]] void fail(const char* what) {
   throw VmmError(ExitCode::kKvmUnavailable, std::string(what) + ": " + std::strerror(errno));
@@ -26,10 +24,7 @@ constexpr std::uint64_t kMaxRam = 3ull << 30;
 
 }  // namespace
 
-Vm::Vm(const Kvm& kvm, std::uint64_t ram_bytes) : kvm_(kvm), ram_bytes_(ram_bytes) {
-  if (ram_bytes == 0 || ram_bytes % 4096 != 0 || ram_bytes > kMaxRam) {
-    throw VmmError(ExitCode::kUsage, "guest memory must be a multiple of 4 KiB between 4 KiB and 3 GiB");
-  }
+Vm::Vm(const Kvm& kvm, GuestMemory ram) : kvm_(kvm), memory_(ram) {
   kvm.require(KVM_CAP_USER_MEMORY, "KVM_CAP_USER_MEMORY");
   kvm.require(KVM_CAP_IRQCHIP, "KVM_CAP_IRQCHIP");
   kvm.require(KVM_CAP_SET_TSS_ADDR, "KVM_CAP_SET_TSS_ADDR");
@@ -47,30 +42,19 @@ Vm::Vm(const Kvm& kvm, std::uint64_t ram_bytes) : kvm_(kvm), ram_bytes_(ram_byte
     fail("KVM_SET_IDENTITY_MAP_ADDR");
   }
 
-  ram_ = ::mmap(nullptr, ram_bytes, PROT_READ | PROT_WRITE,
-                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (ram_ == MAP_FAILED) {
-    ram_ = nullptr;
-    throw VmmError(ExitCode::kHostFailure,
-                   "cannot map " + std::to_string(ram_bytes) + " bytes of guest memory: " +
-                       std::strerror(errno));
-  }
   kvm_userspace_memory_region region{};
   region.slot = 0;
   region.guest_phys_addr = 0;
-  region.memory_size = ram_bytes;
-  region.userspace_addr = reinterpret_cast<std::uint64_t>(ram_);
+  region.memory_size = ram.size();
+  region.userspace_addr = reinterpret_cast<std::uint64_t>(ram.bytes().data());
   if (::ioctl(fd_.get(), KVM_SET_USER_MEMORY_REGION, &region) < 0) {
     fail("KVM_SET_USER_MEMORY_REGION");
   }
-  memory_ = GuestMemory(std::span<std::byte>(static_cast<std::byte*>(ram_), ram_bytes));
 
   if (::ioctl(fd_.get(), KVM_CREATE_IRQCHIP, 0) < 0) fail("KVM_CREATE_IRQCHIP");
 }
 
-Vm::~Vm() {
-  if (ram_) ::munmap(ram_, ram_bytes_);
-}
+Vm::~Vm() = default;
 
 void Vm::create_kernel_pit() {
   kvm_.require(KVM_CAP_PIT2, "KVM_CAP_PIT2");

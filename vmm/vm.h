@@ -16,10 +16,10 @@ namespace minivmm::vmm {
 
 class Vm {
  public:
-  // Creates the VM, its RAM (`ram_bytes`, a multiple of 4 KiB, at most 3 GiB so it stays below
-  // the 32-bit MMIO hole), the TSS/identity-map pages Intel's real-mode emulation needs, and the
+  // Creates the VM with `ram` (a GuestRam's view, which must outlive the Vm) as its memory at
+  // guest physical 0, the TSS/identity-map pages Intel's real-mode emulation needs, and the
   // in-kernel irqchip. Throws VmmError.
-  Vm(const Kvm& kvm, std::uint64_t ram_bytes);
+  Vm(const Kvm& kvm, GuestMemory ram);
   ~Vm();
   Vm(const Vm&) = delete;
   Vm& operator=(const Vm&) = delete;
@@ -41,8 +41,6 @@ class Vm {
  private:
   const Kvm& kvm_;
   UniqueFd fd_;
-  void* ram_ = nullptr;
-  std::uint64_t ram_bytes_ = 0;
   GuestMemory memory_;
 };
 

@@ -3,6 +3,7 @@
 #include "vmm/control_socket.h"
 
 #include <gtest/gtest.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -12,10 +13,12 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "loop/event_loop.h"
 #include "timers/monotonic_clock.h"
@@ -443,6 +446,194 @@ TEST_F(ControlSocketTest, StatsJsonCountsWhatHappened) {
   EXPECT_EQ(s["accepted"], 1);
   EXPECT_EQ(s["requests"], 2);
   EXPECT_EQ(s["errors"], 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Abuse: what a buggy or hostile local client can send. Each gets an error reply or is dropped,
+// the socket keeps serving, and nothing leaks an fd.
+
+int open_fds() {
+  int n = 0;
+  DIR* d = opendir("/proc/self/fd");
+  while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+// Every reply line must be JSON (the reply path must survive any input, e.g. a parser error that
+// quotes invalid UTF-8 back), and an error one.
+void expect_error_reply(const json& r, const std::string& what) {
+  EXPECT_TRUE(r.is_object()) << what;
+  if (r.is_object()) {
+    EXPECT_EQ(r.value("ok", true), false) << what << ": " << r.dump();
+  }
+}
+
+TEST_F(ControlSocketTest, GarbageLinesEachGetAnErrorAndServingGoesOn) {
+  start();
+  Client c(path_);
+  std::uint32_t x = 12345;  // xorshift: the same garbage every run
+  for (int i = 0; i < 200; ++i) {
+    std::string line;
+    const int len = 1 + static_cast<int>(x % 300);
+    for (int j = 0; j < len; ++j) {
+      x ^= x << 13;
+      x ^= x >> 17;
+      x ^= x << 5;
+      char ch = static_cast<char>(x & 0xff);
+      if (ch == '\n') ch = '?';
+      line += ch;
+    }
+    // A line that is all blanks (or blanks and a final '\r') gets no reply; make sure it has
+    // something to parse.
+    line = "#" + line;
+    c.send_raw(line + "\n");
+    expect_error_reply(reply(c), "garbage line " + std::to_string(i));
+  }
+  EXPECT_EQ(request(c, R"({"cmd":"stats"})")["ok"], true);
+}
+
+TEST_F(ControlSocketTest, NulsAndInvalidUtf8GetErrorRepliesThatAreValidJson) {
+  start();
+  Client c(path_);
+  const std::vector<std::string> lines = {
+      std::string("{\"cmd\":\"stats\"}\0", 16),           // a NUL after the object
+      std::string("\0\0\0\0", 4),                           // only NULs
+      std::string("{\"cmd\":\"st\0ats\"}", 16),             // a raw NUL inside a string
+      "{\"cmd\":\"\\u0000\"}",                              // an escaped NUL: valid JSON
+      "{\"cmd\":\"\xff\xfe\"}",                             // invalid UTF-8 in a string
+      "\xff\xfe\xfd",                                       // invalid UTF-8 outside
+      "{\"cmd\":\"stats\",\"id\":\"\xc3\"}",                // a truncated sequence in the id
+      "{\"cmd\":\"\xed\xa0\x80\"}",                         // an encoded surrogate
+      "{\"cmd\":\"\\ud800\"}",                              // an escaped lone surrogate
+      "\xef\xbb\xbf{\"cmd\":\"nope\"}",                     // a BOM, then an unknown command
+  };
+  for (const std::string& line : lines) {
+    c.send_raw(line + "\n");
+    const json r = reply(c);
+    expect_error_reply(r, "binary line");
+  }
+  EXPECT_EQ(request(c, R"({"cmd":"stats"})")["ok"], true);
+  Client d(path_);  // and new clients are served
+  EXPECT_EQ(request(d, R"({"cmd":"stats"})")["ok"], true);
+}
+
+TEST_F(ControlSocketTest, AOneMebibyteLineIsRefusedWithoutReadingItAll) {
+  start();
+  const int fds = open_fds();
+  {
+    Client c(path_);
+    const std::string big(1 << 20, 'a');
+    std::size_t sent = 0;
+    // Non-blocking: send what the socket takes, let the server read, until it hangs up.
+    for (int i = 0; i < 1000 && sent < big.size() && !c.eof; ++i) {
+      const ssize_t n = ::send(c.fd, big.data() + sent, big.size() - sent, MSG_NOSIGNAL);
+      if (n > 0) sent += static_cast<std::size_t>(n);
+      pump();
+      c.poll_input();
+    }
+    EXPECT_LT(sent, big.size()) << "the server read a whole 1 MiB line";
+    const auto line = c.take_line();
+    ASSERT_TRUE(line.has_value());
+    expect_error_reply(json::parse(*line), "1 MiB line");
+    EXPECT_TRUE(closed_by_server(c));
+  }
+  EXPECT_TRUE(wait_for_clients(0));
+  EXPECT_EQ(socket_->stats().dropped, 1u);
+  EXPECT_EQ(open_fds(), fds);
+  Client d(path_);
+  EXPECT_EQ(request(d, R"({"cmd":"stats"})")["ok"], true);
+}
+
+TEST_F(ControlSocketTest, ManyHalfLinesThenHangUpsLeaveNothingBehind) {
+  start();
+  const int fds = open_fds();
+  for (int round = 0; round < 5; ++round) {
+    std::vector<std::unique_ptr<Client>> clients;
+    for (int i = 0; i < 10; ++i) {
+      clients.push_back(std::make_unique<Client>(path_));
+      ASSERT_GE(clients.back()->fd, 0);
+    }
+    ASSERT_TRUE(wait_for_clients(10));
+    for (auto& c : clients) c->send_raw(R"({"cmd":"pause","id":)");
+    pump(3);
+    clients.clear();  // all hang up mid-line
+    ASSERT_TRUE(wait_for_clients(0));
+  }
+  EXPECT_FALSE(paused_);  // no half request ran
+  EXPECT_EQ(open_fds(), fds);
+  Client d(path_);
+  EXPECT_EQ(request(d, R"({"cmd":"stats"})")["ok"], true);
+}
+
+// Connects, pumping the loop while the listen backlog is full (a non-blocking connect to a
+// UNIX socket fails with EAGAIN then).
+std::unique_ptr<Client> connect_pumping(const std::string& path, const std::function<void()>& pump) {
+  for (int i = 0; i < 100; ++i) {
+    auto c = std::make_unique<Client>(path);
+    if (c->fd >= 0) return c;
+    pump();
+  }
+  return nullptr;
+}
+
+TEST_F(ControlSocketTest, AHundredClientsAtOnceAreServedOrRefusedCleanly) {
+  start();  // the default cap: 16 clients
+  const int fds = open_fds();
+  {
+    std::vector<std::unique_ptr<Client>> clients;
+    for (int i = 0; i < 100; ++i) {
+      clients.push_back(connect_pumping(path_, [this] { pump(); }));
+      ASSERT_NE(clients.back(), nullptr) << "client " << i << " could not connect";
+    }
+    int served = 0;
+    int refused = 0;
+    for (auto& c : clients) {
+      // A refused client may already be closed by the server: its send can fail (EPIPE).
+      const std::string req = "{\"cmd\":\"stats\"}\n";
+      [[maybe_unused]] const ssize_t n = ::send(c->fd, req.data(), req.size(), MSG_NOSIGNAL);
+      const json r = reply(*c);
+      if (r.value("ok", false)) {
+        ++served;
+      } else {
+        EXPECT_EQ(r, (json{{"ok", false}, {"error", "too many clients"}}));
+        EXPECT_TRUE(closed_by_server(*c));
+        ++refused;
+      }
+    }
+    EXPECT_EQ(served, 16);
+    EXPECT_EQ(refused, 84);
+    EXPECT_EQ(socket_->stats().refused, 84u);
+  }
+  EXPECT_TRUE(wait_for_clients(0));
+  EXPECT_EQ(open_fds(), fds);
+}
+
+TEST_F(ControlSocketTest, AHundredClientsAtOnceUnderAHigherCapAreAllServed) {
+  ControlSocketOptions o;
+  o.max_clients = 128;
+  start(o);
+  const int fds = open_fds();
+  {
+    std::vector<std::unique_ptr<Client>> clients;
+    for (int i = 0; i < 100; ++i) {
+      clients.push_back(connect_pumping(path_, [this] { pump(); }));
+      ASSERT_NE(clients.back(), nullptr);
+    }
+    // All requests in flight before any reply is read.
+    for (std::size_t i = 0; i < clients.size(); ++i) {
+      clients[i]->send_raw("{\"cmd\":\"stats\",\"id\":" + std::to_string(i) + "}\n");
+    }
+    for (std::size_t i = 0; i < clients.size(); ++i) {
+      const json r = reply(*clients[i]);
+      EXPECT_EQ(r["ok"], true);
+      EXPECT_EQ(r["id"], i);
+    }
+    EXPECT_EQ(socket_->clients(), 100u);
+  }
+  EXPECT_TRUE(wait_for_clients(0));
+  EXPECT_EQ(open_fds(), fds);
+  EXPECT_EQ(stats_calls_, 100);
 }
 
 }  // namespace

@@ -1,0 +1,32 @@
+// The guest's RAM: one anonymous mapping, guest physical 0 upwards. Owned apart from the Vm so
+// the kernel and initrd can be loaded (and rejected) before /dev/kvm is opened: a bad image gets
+// its own error on any machine, and nothing of KVM is set up for an input that cannot boot.
+#pragma once
+
+#include <cstdint>
+
+#include "vmm/guest_memory.h"
+
+namespace minivmm::vmm {
+
+class GuestRam {
+ public:
+  static constexpr std::uint64_t kMaxBytes = 3ull << 30;  // below the 32-bit MMIO hole
+
+  // Maps `bytes` (a multiple of 4 KiB, 4 KiB..3 GiB: VmmError(kUsage) otherwise) lazily:
+  // MAP_NORESERVE, so untouched guest RAM costs the host nothing. VmmError(kHostFailure) when
+  // the host refuses the mapping.
+  explicit GuestRam(std::uint64_t bytes);
+  ~GuestRam();
+  GuestRam(const GuestRam&) = delete;
+  GuestRam& operator=(const GuestRam&) = delete;
+
+  GuestMemory memory() const noexcept { return memory_; }
+
+ private:
+  void* base_ = nullptr;
+  std::uint64_t bytes_ = 0;
+  GuestMemory memory_;
+};
+
+}  // namespace minivmm::vmm
