@@ -132,7 +132,12 @@ void VirtioBlk::worker_main() noexcept {
     // host_ cannot go away while a job runs: reset() waits for running_job_ to clear.
     VirtioQueueHost* host = host_;
     lock.unlock();
-    if (host != nullptr) execute(*host, job);
+    if (host != nullptr) {
+      execute(*host, job);
+    } else {
+      std::lock_guard s(stats_mu_);
+      ++stats_.cancelled;
+    }
     lock.lock();
     running_job_ = false;
     if (jobs_.empty()) idle_cv_.notify_all();

@@ -34,6 +34,7 @@ struct VirtioBlkStats {
   std::uint64_t bytes_read = 0, bytes_written = 0, bytes_discarded = 0;
   std::uint64_t io_errors = 0;       // host syscalls that failed (answered IOERR)
   std::uint64_t unanswerable = 0;    // no usable status byte: returned with nothing written
+  std::uint64_t cancelled = 0;       // queued but not started when the driver reset the device
   std::array<std::uint64_t, static_cast<std::size_t>(BlkError::kCount)> errors{};
 };
 
