@@ -10,6 +10,7 @@
 #include "loop/poller.h"
 #include "timers/alarm_timer.h"
 #include "vmm/cpuid_policy.h"
+#include "vmm/drive_spec.h"
 
 namespace minivmm::vmm {
 
@@ -49,6 +50,9 @@ struct Config {
   std::optional<bool> irq_inject_ioctl;
   bool console_input = true;  // forward stdin to COM1
   bool interactive = false;   // raw terminal; Ctrl-A x quits
+  // virtio-mmio devices (docs/virtio.md): --drive (virtio-blk, one per flag) and --console.
+  std::vector<DriveSpec> drives;
+  bool virtio_console = false;  // --console virtio: the guest console is virtio-console
 };
 
 }  // namespace minivmm::vmm

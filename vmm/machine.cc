@@ -50,6 +50,18 @@ std::unique_ptr<loop::Poller> make_loop_poller(const Config& c) {
   }
 }
 
+std::vector<devices::BlockFile> open_drives(const Config& c) {
+  std::vector<devices::BlockFile> files;
+  for (const DriveSpec& d : c.drives) {
+    try {
+      files.push_back(devices::BlockFile::open(d.path, d.read_only));
+    } catch (const devices::BlockFileError& e) {
+      throw VmmError(ExitCode::kBadKernel, e.what());
+    }
+  }
+  return files;
+}
+
 }  // namespace
 
 Machine::Machine(Config config)
@@ -63,6 +75,7 @@ Machine::Machine(Config config)
           *alarm_, mono_, std::vector<timers::TimerList*>{&vm_timers_, &rt_timers_},
           timers::DynticksOptions{timers::Nanos{config_.min_delta_ns}})),
       loop_(std::make_unique<loop::EventLoop>(make_loop_poller(config_), *dynticks_)),
+      drive_files_(open_drives(config_)),
       kvm_(),
       vm_(kvm_, config_.memory_bytes),
       irq0_(vm_, kIrqPit,
@@ -121,16 +134,38 @@ Machine::Machine(Config config)
     bus_.attach(0x61, 1, *speaker_);
   }
 
+  std::string cmdline = config_.cmdline;
+  if (!drive_files_.empty() || config_.virtio_console) {
+    virtio_ = std::make_unique<VirtioMmioDevices>(vm_, *loop_, mmio_bus_);
+    if (config_.virtio_console) {
+      auto console = std::make_unique<devices::VirtioConsole>(console_sink_);
+      virtio_console_ = console.get();
+      virtio_->add("console", std::move(console));
+    }
+    for (std::size_t i = 0; i < drive_files_.size(); ++i) {
+      auto blk = std::make_unique<devices::VirtioBlk>(std::move(drive_files_[i]),
+                                                      "minivmm-blk" + std::to_string(i));
+      virtio_blks_.push_back(blk.get());
+      virtio_->add("blk" + std::to_string(i), std::move(blk));
+    }
+    drive_files_.clear();
+    // Linux finds virtio-mmio devices only on its command line (no discovery on x86).
+    cmdline += (cmdline.empty() ? "" : " ") + virtio_->cmdline();
+  }
+
   if (config_.console_input) {
     devices::ConsoleInputOptions opts;
     opts.interactive = config_.interactive;
-    console_input_ = std::make_unique<devices::ConsoleInput>(
-        *loop_, uart_, [this] { request_stop(ExitCode::kOk, "quit from the console (Ctrl-A x)"); },
-        opts);
+    auto on_quit = [this] { request_stop(ExitCode::kOk, "quit from the console (Ctrl-A x)"); };
+    if (virtio_console_ != nullptr) {
+      console_input_ = std::make_unique<devices::ConsoleInput>(
+          *loop_, static_cast<devices::ConsoleRxPort&>(*virtio_console_), on_quit, opts);
+    } else {
+      console_input_ = std::make_unique<devices::ConsoleInput>(*loop_, uart_, on_quit, opts);
+    }
   }
 
-  const LoadedKernel k =
-      load_kernel(vm_.memory(), kernel_image_, config_.cmdline, initrd_image_);
+  const LoadedKernel k = load_kernel(vm_.memory(), kernel_image_, cmdline, initrd_image_);
   spdlog::debug("kernel loaded at {:#x}-{:#x}, entry {:#x}, boot info {:#x}", k.load_addr,
                 k.load_end, k.entry_addr, k.boot_info_addr);
 
@@ -144,6 +179,7 @@ Machine::Machine(Config config)
     request_stop(code, why);
   });
   vcpu_->configure(k.boot_state, cpuid);
+  vcpu_->mmio_bus(&mmio_bus_);
   if (vcpu_timers_) {
     vcpu_timers_->set_wake([this] { vcpu_->interrupt(); });
     vcpu_->host_timers(vcpu_timers_.get());
@@ -375,6 +411,38 @@ RunReport Machine::collect_report() const {
       unmapped[fmt::format("{:#06x}", u2.port)] = {{"reads", u2.reads}, {"writes", u2.writes}};
     }
     r.devices["unmapped_ports"] = unmapped;
+    const auto mm = mmio_bus_.stats();
+    r.devices["unmapped_mmio"] = {{"reads", mm.unmapped_reads}, {"writes", mm.unmapped_writes},
+                                  {"bad_width", mm.bad_width}};
+    if (virtio_) {
+      const nlohmann::json transports = virtio_->stats_json();
+      for (auto it = transports.begin(); it != transports.end(); ++it) {
+        r.devices["virtio_" + it.key()] = it.value();
+      }
+      for (std::size_t i = 0; i < virtio_blks_.size(); ++i) {
+        const auto b = virtio_blks_[i]->stats();
+        nlohmann::json errors = nlohmann::json::object();
+        for (std::size_t e = 1; e < b.errors.size(); ++e) {
+          if (b.errors[e] != 0) {
+            errors[std::string(devices::blk_error_name(static_cast<devices::BlkError>(e)))] =
+                b.errors[e];
+          }
+        }
+        r.devices["virtio_blk" + std::to_string(i)]["requests"] = {
+            {"reads", b.reads},           {"writes", b.writes},
+            {"flushes", b.flushes},       {"get_ids", b.get_ids},
+            {"discards", b.discards},     {"bytes_read", b.bytes_read},
+            {"bytes_written", b.bytes_written}, {"bytes_discarded", b.bytes_discarded},
+            {"io_errors", b.io_errors},   {"unanswerable", b.unanswerable},
+            {"cancelled", b.cancelled},   {"errors", errors}};
+      }
+      if (virtio_console_ != nullptr) {
+        const auto c = virtio_console_->stats();
+        r.devices["virtio_console"]["data"] = {{"tx_chains", c.tx_chains}, {"tx_bytes", c.tx_bytes},
+                                               {"rx_chains", c.rx_chains}, {"rx_bytes", c.rx_bytes},
+                                               {"rx_full", c.rx_full}};
+      }
+    }
   }
   if (control_) r.api_socket = control_->stats_json();
   if (auto* ap = dynamic_cast<loop::AutoPoller*>(&loop_->poller())) {

@@ -10,6 +10,7 @@
 
 #include "vmm/machine.h"
 #include "vmm/size_parser.h"
+#include "vmm/virtio_mmio_devices.h"
 #include "vmm/vmm_error.h"
 
 namespace {
@@ -125,6 +126,12 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "irqfd", "ioctl"}))
       ->capture_default_str();
   bool no_input = false;
+  std::vector<std::string> drives;
+  run->add_option("--drive", drives, "virtio-blk disk: FILE[,ro] (repeatable)");
+  std::string console = "serial";
+  run->add_option("--console", console, "guest console: serial (COM1) or virtio (virtio-console)")
+      ->check(CLI::IsMember({"serial", "virtio"}))
+      ->capture_default_str();
   run->add_flag("--no-console-input", no_input, "do not forward stdin to the guest's COM1");
 
   try {
@@ -167,6 +174,21 @@ int main(int argc, char** argv) {
   c.console_input = !no_input;
   if (irq_inject != "auto") c.irq_inject_ioctl = irq_inject == "ioctl";
   if (timer_slack > 0) c.timer_slack_ns = timer_slack;
+  c.virtio_console = console == "virtio";
+  for (const std::string& spec : drives) {
+    std::string why;
+    const auto d = minivmm::vmm::parse_drive_spec(spec, why);
+    if (!d) {
+      std::fprintf(stderr, "minivmm: error: --drive: %s\n", why.c_str());
+      return to_int(ExitCode::kUsage);
+    }
+    c.drives.push_back(*d);
+  }
+  if (c.drives.size() + (c.virtio_console ? 1 : 0) > minivmm::vmm::VirtioMmioDevices::kMaxDevices) {
+    std::fprintf(stderr, "minivmm: error: --drive: at most %zu virtio devices\n",
+                 minivmm::vmm::VirtioMmioDevices::kMaxDevices);
+    return to_int(ExitCode::kUsage);
+  }
 
   try {
     minivmm::vmm::Machine machine(c);
