@@ -25,8 +25,6 @@ constexpr std::uint16_t kDescWrite = 2;
 constexpr std::uint16_t kDescIndirect = 4;
 constexpr std::uint16_t kAvailNoInterrupt = 1;  // VIRTQ_AVAIL_F_NO_INTERRUPT
 
-constexpr QueueError kOk = QueueError::kCount;
-
 }  // namespace
 
 std::string_view queue_error_name(QueueError e) noexcept {
