@@ -67,8 +67,12 @@ void VirtioBlk::read_config(std::uint64_t offset, std::span<std::uint8_t> data) 
 }
 
 void VirtioBlk::activate(VirtioQueueHost& host, std::uint64_t /*features*/) noexcept {
-  std::lock_guard lock(mu_);
-  host_ = &host;
+  {
+    std::lock_guard lock(mu_);
+    host_ = &host;
+  }
+  // Requests a driver queued before DRIVER_OK got no service from their notify; serve them.
+  queue_notify(0);
 }
 
 void VirtioBlk::reset() noexcept {

@@ -151,6 +151,10 @@ Virtqueue::Pop Virtqueue::pop(DescriptorChain& out) noexcept {
   if (event_idx_) {
     // avail_event: "notify me when you make entry next_avail_ available" (2.7.10).
     ram_.write_obj(used_ + 4 + 8 * std::uint64_t{size_}, next_avail_);
+    // The next pop's read of avail.idx must not pass this store (x86 reorders store->load):
+    // a driver that read the old avail_event skipped its notify, and relies on us seeing the
+    // entry it published then (virtio 1.2, 2.7.10).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
   }
   return Pop::kChain;
 }

@@ -255,6 +255,23 @@ TEST(VirtioBlkTest, ResetWaitsForTheWorkerAndStopsService) {
   EXPECT_EQ(r.t.stats().bad_notifies, 1u);
 }
 
+TEST(VirtioBlkTest, RequestsQueuedBeforeDriverOkAreServedAtDriverOk) {
+  TempDisk disk;
+  FakeGuestRam mem{0x100000};
+  FakeQueue q{mem, 0x1000, 16};
+  VirtioBlk blk(BlockFile::open(disk.path(), false), "x", false);
+  FakeIrqLine irq;
+  VirtioMmioTransport t{blk, mem.ram(), irq};
+  FakeMmioDriver drv{t};
+  mem.put<std::uint32_t>(kHeader, kBlkTIn);
+  mem.put<std::uint64_t>(kHeader + 8, 1);
+  q.add_chain(0, {{kHeader, 16, false}, {kData, 512, true}, {kStatus, 1, true}});
+  drv.notify(0);  // too early: ignored
+  drv.bring_up(kVirtioFVersion1, {&q});
+  EXPECT_EQ(q.used_idx(), 1);
+  EXPECT_EQ(mem.get<std::uint8_t>(kData), 2);
+}
+
 TEST(BlockFileTest, MissingFileDirectoryAndCharDeviceAreOneLineErrors) {
   EXPECT_THROW(BlockFile::open("/nonexistent/disk.img", false), BlockFileError);
   EXPECT_THROW(BlockFile::open("/tmp", true), BlockFileError);
