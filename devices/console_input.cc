@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <system_error>
 
+#include "devices/uart_rx_port.h"
 #include "loop/poller.h"
 
 namespace minivmm::devices {
@@ -23,8 +24,19 @@ static_assert(std::atomic<int>::is_always_lock_free, "restore_terminal must be s
 
 ConsoleInput::ConsoleInput(loop::EventLoop& loop, Uart16550& uart, std::function<void()> on_quit,
                            ConsoleInputOptions options)
+    : ConsoleInput(loop, std::make_unique<UartRxPort>(uart), nullptr, std::move(on_quit),
+                   options) {}
+
+ConsoleInput::ConsoleInput(loop::EventLoop& loop, ConsoleRxPort& port,
+                           std::function<void()> on_quit, ConsoleInputOptions options)
+    : ConsoleInput(loop, nullptr, &port, std::move(on_quit), options) {}
+
+ConsoleInput::ConsoleInput(loop::EventLoop& loop, std::unique_ptr<ConsoleRxPort> owned,
+                           ConsoleRxPort* port, std::function<void()> on_quit,
+                           ConsoleInputOptions options)
     : loop_(loop),
-      uart_(uart),
+      owned_port_(std::move(owned)),
+      uart_(port != nullptr ? *port : *owned_port_),
       on_quit_(std::move(on_quit)),
       options_(options),
       self_(std::make_shared<ConsoleInput*>(this)) {

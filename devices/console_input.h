@@ -1,5 +1,5 @@
 // Host input for the serial console: reads a host fd (stdin by default) from the event loop and
-// feeds the UART's RX FIFO, with back-pressure instead of overruns (Firecracker's serial stops
+// feeds a ConsoleRxPort (the UART's RX FIFO, or virtio-console's receive buffer), with back-pressure instead of overruns (Firecracker's serial stops
 // watching stdin while the FIFO is full and resumes on a "buffer ready" event):
 //  - on readable it reads at most what the FIFO can take;
 //  - when the FIFO is full it stops watching the fd (unwatch, not just interest 0: a hung-up
@@ -33,6 +33,7 @@
 #include <memory>
 #include <vector>
 
+#include "devices/console_rx_port.h"
 #include "devices/uart_16550.h"
 #include "loop/event_loop.h"
 
@@ -57,6 +58,9 @@ class ConsoleInput {
   static constexpr std::uint8_t kQuitKey = 'x';
 
   // Starts watching `options.fd` at once. `on_quit` runs on the loop thread.
+  ConsoleInput(loop::EventLoop& loop, ConsoleRxPort& port, std::function<void()> on_quit,
+               ConsoleInputOptions options = {});
+  // The serial console: input into the UART's RX FIFO.
   ConsoleInput(loop::EventLoop& loop, Uart16550& uart, std::function<void()> on_quit,
                ConsoleInputOptions options = {});
   ~ConsoleInput();
@@ -83,8 +87,12 @@ class ConsoleInput {
   void schedule_read();
   void enter_raw_mode();
 
+  ConsoleInput(loop::EventLoop& loop, std::unique_ptr<ConsoleRxPort> owned, ConsoleRxPort* port,
+               std::function<void()> on_quit, ConsoleInputOptions options);
+
   loop::EventLoop& loop_;
-  Uart16550& uart_;
+  std::unique_ptr<ConsoleRxPort> owned_port_;  // the UART's adapter, when built from a UART
+  ConsoleRxPort& uart_;                        // the receiver (named for its first user)
   const std::function<void()> on_quit_;
   const ConsoleInputOptions options_;
 

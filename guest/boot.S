@@ -403,8 +403,8 @@ idt_end:
 /*
  * Page tables (SDM vol. 3A, "4-Level Paging"): PML4[0] -> PDPT; PDPT[0] -> a PD mapping
  * 0-1 GiB in 2 MiB pages (us, the loader's boot_params and command line);
- * PDPT[3] -> a PD holding only the local APIC page, uncached (PCD|PWT), as
- * MMIO must be. Static, so building them costs no instruction.
+ * PDPT[3] -> a PD holding only the virtio-mmio windows and the local APIC page,
+ * uncached (PCD|PWT), as MMIO must be. Static, so building them costs no instruction.
  */
         .section .data.pagetables, "aw"
         .balign 4096
@@ -424,8 +424,11 @@ pd_low:
         .set    i, i + 1
         .endr
 pd_apic:
+        .set    VIRTIO_PDE, (VIRTIO_MMIO_BASE - 0xc0000000) >> 21
         .set    APIC_PDE, (LAPIC_BASE - 0xc0000000) >> 21
-        .fill   APIC_PDE, 8, 0
+        .fill   VIRTIO_PDE, 8, 0
+        .quad   VIRTIO_MMIO_BASE + PTE_PS + PTE_PCD + PTE_PWT + PTE_P + PTE_W
+        .fill   APIC_PDE - VIRTIO_PDE - 1, 8, 0
         .quad   LAPIC_BASE + PTE_PS + PTE_PCD + PTE_PWT + PTE_P + PTE_W
         .fill   511 - APIC_PDE, 8, 0
 

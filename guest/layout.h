@@ -53,9 +53,30 @@
 #define LAPIC_TIMER_ICR     0x380
 #define LAPIC_TIMER_DCR     0x3e0
 
+/* virtio-mmio (docs/virtio.md): minivmm maps its devices at fixed windows from
+ * 0xd0000000, 4 KiB apart; the guest probes them there rather than parsing
+ * virtio_mmio.device= words. boot.S maps this 2 MiB uncached. */
+#define VIRTIO_MMIO_BASE    0xd0000000
+#define VIRTIO_MMIO_STRIDE  0x1000
+#define VIRTIO_MMIO_SLOTS   5
+
+/* Guest RAM the virtio driver uses (identity-mapped, above the kernel at
+ * 1 MiB, below the 64 MiB minimum of RAM). Rings of 4 entries. */
+#define VQ_BLK_BASE         0x200000
+#define VQ_CON_BASE         0x210000
+#define BLK_HDR_ADDR        0x220000
+#define BLK_STATUS_ADDR     0x220100
+#define CON_BUF_ADDR        0x221000
+#define CON_BUF_SIZE        0x1000
+#define BLK_DATA_ADDR       0x300000   /* one request's data, BLK_CHUNK bytes */
+#define BLK_CHUNK           0x100000   /* 1 MiB per read request */
+#define BLK_CHECK_ADDR      0x400000   /* the scratch range read back */
+#define BLK_SCRATCH_SECTORS 64
+
 /* Debug-exit values (the VMM / QEMU exit status is (value << 1) | 1). */
 #define EXIT_OK             0x00
 #define EXIT_BAD_CMDLINE    0x01
+#define EXIT_NO_DEVICE      0x02   /* blk=check / console=virtio without the device */
 #define EXIT_EXCEPTION      0x7f
 
 #endif

@@ -11,6 +11,7 @@
 #include "timers/alarm_timer.h"
 #include "vmm/cpu_affinity.h"
 #include "vmm/cpuid_policy.h"
+#include "vmm/drive_spec.h"
 
 namespace minivmm::vmm {
 
@@ -51,6 +52,9 @@ struct Config {
   CpuAffinity cpu_affinity;   // --cpu-affinity; empty lists: the scheduler decides
   bool console_input = true;  // forward stdin to COM1
   bool interactive = false;   // raw terminal; Ctrl-A x quits
+  // virtio-mmio devices (docs/virtio.md): --drive (virtio-blk, one per flag) and --console.
+  std::vector<DriveSpec> drives;
+  bool virtio_console = false;  // --console virtio: the guest console is virtio-console
 };
 
 }  // namespace minivmm::vmm

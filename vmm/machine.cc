@@ -52,6 +52,28 @@ std::unique_ptr<loop::Poller> make_loop_poller(const Config& c) {
   }
 }
 
+// The guest's command line: the user's, then the virtio-mmio devices, which Linux finds only
+// there on x86 (no discovery). Their layout depends only on how many there are, so it is known
+// before the kernel is loaded, which happens before KVM exists.
+std::string boot_cmdline(const Config& c) {
+  const std::string devices =
+      VirtioMmioDevices::cmdline_for(c.drives.size() + (c.virtio_console ? 1 : 0));
+  if (devices.empty()) return c.cmdline;
+  return c.cmdline.empty() ? devices : c.cmdline + " " + devices;
+}
+
+std::vector<devices::BlockFile> open_drives(const Config& c) {
+  std::vector<devices::BlockFile> files;
+  for (const DriveSpec& d : c.drives) {
+    try {
+      files.push_back(devices::BlockFile::open(d.path, d.read_only));
+    } catch (const devices::BlockFileError& e) {
+      throw VmmError(ExitCode::kBadKernel, e.what());
+    }
+  }
+  return files;
+}
+
 }  // namespace
 
 Machine::Machine(Config config)
@@ -61,13 +83,14 @@ Machine::Machine(Config config)
                         ? std::vector<std::byte>{}
                         : read_file(config_.initrd_path, to_int(ExitCode::kBadKernel))),
       ram_(config_.memory_bytes),
-      kernel_(load_kernel(ram_.memory(), kernel_image_, config_.cmdline, initrd_image_)),
+      kernel_(load_kernel(ram_.memory(), kernel_image_, boot_cmdline(config_), initrd_image_)),
       alarm_(make_alarm(config_)),
       dynticks_(std::make_unique<timers::Dynticks>(
           *alarm_, mono_, std::vector<timers::TimerList*>{&vm_timers_, &rt_timers_},
           timers::DynticksOptions{timers::Nanos{config_.min_delta_ns}})),
       loop_(std::make_unique<loop::EventLoop>(make_loop_poller(config_), *dynticks_)),
       control_(make_control_socket()),
+      drive_files_(open_drives(config_)),
       kvm_(),
       vm_(kvm_, ram_.memory()),
       irq0_(vm_, kIrqPit,
@@ -129,12 +152,33 @@ Machine::Machine(Config config)
     bus_.attach(0x61, 1, *speaker_);
   }
 
+  if (!drive_files_.empty() || config_.virtio_console) {
+    virtio_ = std::make_unique<VirtioMmioDevices>(vm_, *loop_, mmio_bus_);
+    if (config_.virtio_console) {
+      auto console = std::make_unique<devices::VirtioConsole>(console_sink_);
+      virtio_console_ = console.get();
+      virtio_->add("console", std::move(console));
+    }
+    for (std::size_t i = 0; i < drive_files_.size(); ++i) {
+      auto blk = std::make_unique<devices::VirtioBlk>(std::move(drive_files_[i]),
+                                                      "minivmm-blk" + std::to_string(i));
+      virtio_blks_.push_back(blk.get());
+      virtio_->add("blk" + std::to_string(i), std::move(blk));
+    }
+    drive_files_.clear();
+    // The kernel was loaded (boot_cmdline) with these devices' fragment on its command line.
+  }
+
   if (config_.console_input) {
     devices::ConsoleInputOptions opts;
     opts.interactive = config_.interactive;
-    console_input_ = std::make_unique<devices::ConsoleInput>(
-        *loop_, uart_, [this] { request_stop(ExitCode::kOk, "quit from the console (Ctrl-A x)"); },
-        opts);
+    auto on_quit = [this] { request_stop(ExitCode::kOk, "quit from the console (Ctrl-A x)"); };
+    if (virtio_console_ != nullptr) {
+      console_input_ = std::make_unique<devices::ConsoleInput>(
+          *loop_, static_cast<devices::ConsoleRxPort&>(*virtio_console_), on_quit, opts);
+    } else {
+      console_input_ = std::make_unique<devices::ConsoleInput>(*loop_, uart_, on_quit, opts);
+    }
   }
 
   const LoadedKernel& k = kernel_;
@@ -152,6 +196,7 @@ Machine::Machine(Config config)
   });
   vcpu_->configure(k.boot_state, cpuid);
   vcpu_->cpu_affinity(config_.cpu_affinity.vcpu);
+  vcpu_->mmio_bus(&mmio_bus_);
   if (vcpu_timers_) {
     vcpu_timers_->set_wake([this] { vcpu_->interrupt(); });
     vcpu_->host_timers(vcpu_timers_.get());
@@ -405,6 +450,38 @@ RunReport Machine::collect_report() const {
       unmapped[fmt::format("{:#06x}", u2.port)] = {{"reads", u2.reads}, {"writes", u2.writes}};
     }
     r.devices["unmapped_ports"] = unmapped;
+    const auto mm = mmio_bus_.stats();
+    r.devices["unmapped_mmio"] = {{"reads", mm.unmapped_reads}, {"writes", mm.unmapped_writes},
+                                  {"bad_width", mm.bad_width}};
+    if (virtio_) {
+      const nlohmann::json transports = virtio_->stats_json();
+      for (auto it = transports.begin(); it != transports.end(); ++it) {
+        r.devices["virtio_" + it.key()] = it.value();
+      }
+      for (std::size_t i = 0; i < virtio_blks_.size(); ++i) {
+        const auto b = virtio_blks_[i]->stats();
+        nlohmann::json errors = nlohmann::json::object();
+        for (std::size_t e = 1; e < b.errors.size(); ++e) {
+          if (b.errors[e] != 0) {
+            errors[std::string(devices::blk_error_name(static_cast<devices::BlkError>(e)))] =
+                b.errors[e];
+          }
+        }
+        r.devices["virtio_blk" + std::to_string(i)]["requests"] = {
+            {"reads", b.reads},           {"writes", b.writes},
+            {"flushes", b.flushes},       {"get_ids", b.get_ids},
+            {"discards", b.discards},     {"bytes_read", b.bytes_read},
+            {"bytes_written", b.bytes_written}, {"bytes_discarded", b.bytes_discarded},
+            {"io_errors", b.io_errors},   {"unanswerable", b.unanswerable},
+            {"cancelled", b.cancelled},   {"errors", errors}};
+      }
+      if (virtio_console_ != nullptr) {
+        const auto c = virtio_console_->stats();
+        r.devices["virtio_console"]["data"] = {{"tx_chains", c.tx_chains}, {"tx_bytes", c.tx_bytes},
+                                               {"rx_chains", c.rx_chains}, {"rx_bytes", c.rx_bytes},
+                                               {"rx_full", c.rx_full}};
+      }
+    }
   }
   if (control_) r.api_socket = control_->stats_json();
   if (auto* ap = dynamic_cast<loop::AutoPoller*>(&loop_->poller())) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "devices/block_file.h"
 #include "devices/console_input.h"
 #include "devices/debug_exit.h"
 #include "devices/i8042.h"
@@ -19,9 +20,12 @@
 #include "devices/i8254_speaker_port.h"
 #include "devices/io_bus.h"
 #include "devices/mc146818_rtc.h"
+#include "devices/mmio_bus.h"
 #include "devices/post_port.h"
 #include "devices/stdout_sink.h"
 #include "devices/uart_16550.h"
+#include "devices/virtio_blk.h"
+#include "devices/virtio_console.h"
 #include "loop/event_loop.h"
 #include "timers/dynticks.h"
 #include "timers/monotonic_clock.h"
@@ -42,6 +46,7 @@
 #include "vmm/stop_signals.h"
 #include "vmm/unique_fd.h"
 #include "vmm/vcpu.h"
+#include "vmm/virtio_mmio_devices.h"
 #include "vmm/vm.h"
 
 namespace minivmm::vmm {
@@ -96,6 +101,10 @@ class Machine {
   // Bound before KVM is opened (a bad path is user input); its handlers run only inside run().
   std::unique_ptr<ControlSocket> control_;
 
+  // --drive files, opened (and checked) before /dev/kvm so that a bad one is an image error
+  // even where KVM is missing; handed to their VirtioBlk devices in the constructor.
+  std::vector<devices::BlockFile> drive_files_;
+
   Kvm kvm_;
   Vm vm_;
   devices::IoBus bus_;
@@ -113,6 +122,10 @@ class Machine {
   std::unique_ptr<KernelPulseTrain> pit_train_;  // --pit-tick kernel; outlives pit_
   std::unique_ptr<devices::I8254Pit> pit_;
   std::unique_ptr<devices::I8254SpeakerPort> speaker_;
+  devices::MmioBus mmio_bus_;
+  std::unique_ptr<VirtioMmioDevices> virtio_;       // null without virtio devices
+  std::vector<devices::VirtioBlk*> virtio_blks_;     // owned by virtio_
+  devices::VirtioConsole* virtio_console_ = nullptr;  // owned by virtio_; --console virtio
   std::unique_ptr<devices::ConsoleInput> console_input_;
 
   std::unique_ptr<Vcpu> vcpu_;

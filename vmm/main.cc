@@ -14,6 +14,7 @@
 
 #include "vmm/machine.h"
 #include "vmm/size_parser.h"
+#include "vmm/virtio_mmio_devices.h"
 #include "vmm/vmm_error.h"
 
 namespace {
@@ -129,6 +130,12 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "irqfd", "ioctl"}))
       ->capture_default_str();
   bool no_input = false;
+  std::vector<std::string> drives;
+  run->add_option("--drive", drives, "virtio-blk disk: FILE[,ro] (repeatable)");
+  std::string console = "serial";
+  run->add_option("--console", console, "guest console: serial (COM1) or virtio (virtio-console)")
+      ->check(CLI::IsMember({"serial", "virtio"}))
+      ->capture_default_str();
   run->add_flag("--no-console-input", no_input, "do not forward stdin to the guest's COM1");
   std::string cpu_affinity;
   run->add_option("--cpu-affinity", cpu_affinity,
@@ -211,6 +218,21 @@ int main(int argc, char** argv) {
       return to_int(ExitCode::kUsage);
     }
     std::fclose(f);
+  }
+  c.virtio_console = console == "virtio";
+  for (const std::string& spec : drives) {
+    std::string why;
+    const auto d = minivmm::vmm::parse_drive_spec(spec, why);
+    if (!d) {
+      std::fprintf(stderr, "minivmm: error: --drive: %s\n", why.c_str());
+      return to_int(ExitCode::kUsage);
+    }
+    c.drives.push_back(*d);
+  }
+  if (c.drives.size() + (c.virtio_console ? 1 : 0) > minivmm::vmm::VirtioMmioDevices::kMaxDevices) {
+    std::fprintf(stderr, "minivmm: error: --drive: at most %zu virtio devices\n",
+                 minivmm::vmm::VirtioMmioDevices::kMaxDevices);
+    return to_int(ExitCode::kUsage);
   }
 
   try {

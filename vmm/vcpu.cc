@@ -1,5 +1,7 @@
 #include "vmm/vcpu.h"
 
+#include <algorithm>
+
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -360,10 +362,19 @@ void Vcpu::handle_io() {
 }
 
 void Vcpu::handle_mmio() {
-  // Nothing is mapped outside RAM yet (the LAPIC and IOAPIC are in-kernel): behave like an
-  // unclaimed bus, reads float high, writes vanish.
-  unmapped_mmio_.fetch_add(1, std::memory_order_relaxed);
-  if (!run_->mmio.is_write) std::memset(run_->mmio.data, 0xff, sizeof run_->mmio.data);
+  // The LAPIC and IOAPIC are in-kernel; what exits here is the virtio-mmio window or nothing,
+  // and nothing behaves like an unclaimed bus: reads float high, writes vanish. KVM's len is at
+  // most 8 (the size of data); clamp anyway rather than trust it.
+  const std::size_t len = std::min<std::size_t>(run_->mmio.len, sizeof run_->mmio.data);
+  std::span<std::uint8_t> data(run_->mmio.data, len);
+  bool mapped = false;
+  if (mmio_ != nullptr) {
+    mapped = run_->mmio.is_write ? mmio_->write(run_->mmio.phys_addr, data)
+                                 : mmio_->read(run_->mmio.phys_addr, data);
+  } else if (!run_->mmio.is_write) {
+    std::memset(run_->mmio.data, 0xff, sizeof run_->mmio.data);
+  }
+  if (!mapped) unmapped_mmio_.fetch_add(1, std::memory_order_relaxed);
 }
 
 bool Vcpu::handle_exit() {

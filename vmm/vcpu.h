@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "devices/io_bus.h"
+#include "devices/mmio_bus.h"
 #include "timers/thread_timers.h"
 #include "vmm/exit_code.h"
 #include "vmm/thread_usage.h"
@@ -77,6 +78,8 @@ class Vcpu {
 
   // Timers this thread runs itself (nullptr: none). Before start(); must outlive the thread.
   void host_timers(timers::ThreadTimers* timers) noexcept { timers_ = timers; }
+  // Where KVM_EXIT_MMIO goes (nullptr: nothing is mapped, every access unmapped). Before start().
+  void mmio_bus(devices::MmioBus* bus) noexcept { mmio_ = bus; }
 
   void start();
   // Makes KVM_RUN return now (or the next one return at once), from any thread; the vCPU then
@@ -115,6 +118,7 @@ class Vcpu {
   UniqueFd fd_;
   kvm_run* run_ = nullptr;
   timers::ThreadTimers* timers_ = nullptr;
+  devices::MmioBus* mmio_ = nullptr;
   std::size_t run_size_ = 0;
 
   std::vector<int> cpus_;

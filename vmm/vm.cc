@@ -80,6 +80,31 @@ void Vm::add_irqfd(int eventfd, std::uint32_t gsi) const {
   if (::ioctl(fd_.get(), KVM_IRQFD, &req) < 0) fail("KVM_IRQFD");
 }
 
+namespace {
+
+kvm_ioeventfd ioeventfd_request(int eventfd, std::uint64_t gpa, std::uint32_t datamatch) {
+  kvm_ioeventfd req{};
+  req.datamatch = datamatch;
+  req.addr = gpa;
+  req.len = 4;
+  req.fd = eventfd;
+  req.flags = KVM_IOEVENTFD_FLAG_DATAMATCH;
+  return req;
+}
+
+}  // namespace
+
+void Vm::add_ioeventfd(int eventfd, std::uint64_t gpa, std::uint32_t datamatch) const {
+  kvm_ioeventfd req = ioeventfd_request(eventfd, gpa, datamatch);
+  if (::ioctl(fd_.get(), KVM_IOEVENTFD, &req) < 0) fail("KVM_IOEVENTFD");
+}
+
+void Vm::remove_ioeventfd(int eventfd, std::uint64_t gpa, std::uint32_t datamatch) const noexcept {
+  kvm_ioeventfd req = ioeventfd_request(eventfd, gpa, datamatch);
+  req.flags |= KVM_IOEVENTFD_FLAG_DEASSIGN;
+  ::ioctl(fd_.get(), KVM_IOEVENTFD, &req);
+}
+
 void Vm::remove_irqfd(int eventfd, std::uint32_t gsi) const noexcept {
   kvm_irqfd req{};
   req.fd = static_cast<__u32>(eventfd);

@@ -38,6 +38,11 @@ class Vm {
   void add_irqfd(int eventfd, std::uint32_t gsi) const;
   void remove_irqfd(int eventfd, std::uint32_t gsi) const noexcept;
 
+  // Makes a 4-byte guest write of `datamatch` to MMIO address `gpa` signal `eventfd` inside
+  // KVM instead of exiting to the vCPU thread (KVM_IOEVENTFD with DATAMATCH).
+  void add_ioeventfd(int eventfd, std::uint64_t gpa, std::uint32_t datamatch) const;
+  void remove_ioeventfd(int eventfd, std::uint64_t gpa, std::uint32_t datamatch) const noexcept;
+
  private:
   const Kvm& kvm_;
   UniqueFd fd_;

@@ -1,0 +1,57 @@
+// The host side of a virtio-blk disk: a regular file or a block device opened once, with the
+// positional vectored I/O the worker needs. No caching, no locking of its own: the caller
+// serializes (one worker thread).
+//
+// open() checks everything a user can get wrong before any VM exists — missing file, a
+// directory, no permission, a size that is not a whole number of sectors (the tail is ignored,
+// and said so) — and throws BlockFileError with a one-line message.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace minivmm::devices {
+
+class BlockFileError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class BlockFile {
+ public:
+  static BlockFile open(const std::string& path, bool read_only);
+
+  BlockFile(BlockFile&& other) noexcept;
+  BlockFile& operator=(BlockFile&&) = delete;
+  BlockFile(const BlockFile&) = delete;
+  ~BlockFile();
+
+  const std::string& path() const noexcept { return path_; }
+  bool read_only() const noexcept { return read_only_; }
+  std::uint64_t size_bytes() const noexcept { return size_; }
+
+  // Whole transfers: short transfers are continued, EINTR retried. Return false on an error or
+  // an unexpected end of file (errno set).
+  bool read(std::uint64_t offset, std::span<const iovec> iov) noexcept;
+  bool write(std::uint64_t offset, std::span<const iovec> iov) noexcept;
+  bool flush() noexcept;  // fdatasync
+  // Punches a hole; false with errno EOPNOTSUPP where the file system cannot.
+  bool discard(std::uint64_t offset, std::uint64_t len) noexcept;
+
+ private:
+  BlockFile(int fd, std::string path, bool read_only, std::uint64_t size) noexcept
+      : fd_(fd), path_(std::move(path)), read_only_(read_only), size_(size) {}
+  bool transfer(bool is_write, std::uint64_t offset, std::span<const iovec> iov) noexcept;
+
+  int fd_ = -1;
+  std::string path_;
+  bool read_only_ = false;
+  std::uint64_t size_ = 0;
+};
+
+}  // namespace minivmm::devices

@@ -1,0 +1,292 @@
+// VirtioBlk over a temporary file, through the transport: every request type, every malformed
+// request (answered with an error status and counted, never served), read-only drives, and the
+// worker thread. BlockFile's open errors too.
+#include "devices/virtio_blk.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "devices/virtio_mmio_transport.h"
+#include "tests/support/fake_irq_line.h"
+#include "tests/support/fake_virtio_driver.h"
+
+namespace {
+
+using minivmm::devices::BlkError;
+using minivmm::devices::BlockFile;
+using minivmm::devices::BlockFileError;
+using minivmm::devices::VirtioBlk;
+using minivmm::devices::VirtioMmioTransport;
+using minivmm::devices::kVirtioFVersion1;
+using namespace minivmm::devices;  // request types and statuses
+using minivmm::testing::FakeGuestRam;
+using minivmm::testing::FakeIrqLine;
+using minivmm::testing::FakeMmioDriver;
+using minivmm::testing::FakeQueue;
+
+constexpr std::uint64_t kDiskSectors = 64;  // 32 KiB: big enough for multi-sector requests
+constexpr std::uint64_t kHeader = 0x10000, kData = 0x20000, kStatus = 0x30000;
+
+// A temporary disk whose sector s is filled with the byte s + 1.
+class TempDisk {
+ public:
+  explicit TempDisk(std::uint64_t bytes = kDiskSectors * 512) {
+    char tmpl[] = "/tmp/minivmm-blk-XXXXXX";
+    const int fd = ::mkstemp(tmpl);
+    path_ = tmpl;
+    std::vector<std::uint8_t> data(bytes);
+    for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::uint8_t>(i / 512 + 1);
+    EXPECT_EQ(::write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+    ::close(fd);
+  }
+  ~TempDisk() { ::unlink(path_.c_str()); }
+  const std::string& path() const { return path_; }
+  std::vector<std::uint8_t> contents() const {
+    std::vector<std::uint8_t> out(kDiskSectors * 512);
+    const int fd = ::open(path_.c_str(), O_RDONLY);
+    EXPECT_EQ(::pread(fd, out.data(), out.size(), 0), static_cast<ssize_t>(out.size()));
+    ::close(fd);
+    return out;
+  }
+
+ private:
+  std::string path_;
+};
+
+struct Rig {
+  explicit Rig(bool read_only = false, bool worker = false)
+      : blk(BlockFile::open(disk.path(), read_only), "disk-serial-0001", worker) {
+    drv.bring_up(kVirtioFVersion1 | blk.device_features(), {&q});
+  }
+  void header(std::uint32_t type, std::uint64_t sector) {
+    mem.put(kHeader, type);
+    mem.put<std::uint32_t>(kHeader + 4, 0);
+    mem.put(kHeader + 8, sector);
+  }
+  // Submits header + data + status as one chain and notifies; returns the status byte.
+  std::uint8_t submit(std::uint32_t type, std::uint64_t sector,
+                      std::vector<FakeQueue::Buf> data) {
+    header(type, sector);
+    mem.put<std::uint8_t>(kStatus, 0xee);
+    std::vector<FakeQueue::Buf> chain{{kHeader, 16, false}};
+    chain.insert(chain.end(), data.begin(), data.end());
+    chain.push_back({kStatus, 1, true});
+    q.add_chain(0, chain);
+    drv.notify(0);
+    blk.wait_idle();
+    return mem.get<std::uint8_t>(kStatus);
+  }
+  std::uint64_t error(BlkError e) const { return blk.stats().errors[static_cast<std::size_t>(e)]; }
+
+  TempDisk disk;
+  FakeGuestRam mem{0x100000};
+  FakeQueue q{mem, 0x1000, 16};
+  VirtioBlk blk;
+  FakeIrqLine irq;
+  VirtioMmioTransport t{blk, mem.ram(), irq};
+  FakeMmioDriver drv{t};
+};
+
+TEST(VirtioBlkTest, CapacityIsInTheConfigSpace) {
+  Rig r;
+  std::uint64_t cap = 0;
+  r.t.read(VirtioMmioTransport::kConfig, std::span(reinterpret_cast<std::uint8_t*>(&cap), 8));
+  EXPECT_EQ(cap, kDiskSectors);
+}
+
+TEST(VirtioBlkTest, ReadReturnsTheSectorsAndTheLengthWritten) {
+  Rig r;
+  EXPECT_EQ(r.submit(kBlkTIn, 3, {{kData, 1024, true}}), kBlkSOk);
+  EXPECT_EQ(r.mem.get<std::uint8_t>(kData), 4);
+  EXPECT_EQ(r.mem.get<std::uint8_t>(kData + 1023), 5);
+  EXPECT_EQ(r.q.used_len(0), 1025u);  // data + status
+  EXPECT_EQ(r.irq.pulses(), 1);
+  EXPECT_EQ(r.blk.stats().reads, 1u);
+  EXPECT_EQ(r.blk.stats().bytes_read, 1024u);
+}
+
+TEST(VirtioBlkTest, ReadScattersOverSeveralBuffers) {
+  Rig r;
+  EXPECT_EQ(r.submit(kBlkTIn, 0, {{kData, 512, true}, {kData + 0x1000, 512, true}}), kBlkSOk);
+  EXPECT_EQ(r.mem.get<std::uint8_t>(kData + 0x1000), 2);
+}
+
+TEST(VirtioBlkTest, WriteLandsInTheFile) {
+  Rig r;
+  r.mem.fill(kData, 512, 0xab);
+  EXPECT_EQ(r.submit(kBlkTOut, 63, {{kData, 512, false}}), kBlkSOk);
+  const auto disk = r.disk.contents();
+  EXPECT_EQ(disk[63 * 512], 0xab);
+  EXPECT_EQ(disk[62 * 512], 63);
+  EXPECT_EQ(r.q.used_len(0), 1u);
+  EXPECT_EQ(r.blk.stats().bytes_written, 512u);
+}
+
+TEST(VirtioBlkTest, FlushSucceeds) {
+  Rig r;
+  EXPECT_EQ(r.submit(kBlkTFlush, 0, {}), kBlkSOk);
+  EXPECT_EQ(r.blk.stats().flushes, 1u);
+}
+
+TEST(VirtioBlkTest, GetIdWritesTwentyBytes) {
+  Rig r;
+  r.mem.fill(kData, 32, 0x77);
+  EXPECT_EQ(r.submit(kBlkTGetId, 0, {{kData, 32, true}}), kBlkSOk);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(r.mem.at(kData))), "disk-serial-0001");
+  EXPECT_EQ(r.mem.get<std::uint8_t>(kData + 20), 0x77);  // nothing past 20 bytes
+  EXPECT_EQ(r.q.used_len(0), 21u);
+}
+
+TEST(VirtioBlkTest, DiscardPunchesAHole) {
+  Rig r;
+  r.mem.put<std::uint64_t>(kData, 8);       // sector
+  r.mem.put<std::uint32_t>(kData + 8, 8);   // sectors
+  r.mem.put<std::uint32_t>(kData + 12, 0);  // flags
+  EXPECT_EQ(r.submit(kBlkTDiscard, 0, {{kData, 16, false}}), kBlkSOk);
+  EXPECT_EQ(r.blk.stats().discards, 1u);
+  const auto disk = r.disk.contents();
+  EXPECT_EQ(disk[8 * 512], 0);  // tmpfs and ext4 punch holes; the hole reads as zeros
+  EXPECT_EQ(disk[16 * 512], 17);
+}
+
+TEST(VirtioBlkTest, UnknownTypesAreAnsweredUnsupported) {
+  Rig r;
+  EXPECT_EQ(r.submit(kBlkTWriteZeroes, 0, {{kData, 16, false}}), kBlkSUnsupp);
+  EXPECT_EQ(r.submit(0x1234, 0, {}), kBlkSUnsupp);
+  EXPECT_EQ(r.error(BlkError::kUnsupported), 2u);
+}
+
+TEST(VirtioBlkTest, ReadOnlyDriveRefusesWritesAndKeepsTheFile) {
+  Rig r(true);
+  EXPECT_NE(r.blk.device_features() & VirtioBlk::kFRo, 0u);
+  r.mem.fill(kData, 512, 0xab);
+  EXPECT_EQ(r.submit(kBlkTOut, 0, {{kData, 512, false}}), kBlkSIoErr);
+  EXPECT_EQ(r.error(BlkError::kReadOnly), 1u);
+  EXPECT_EQ(r.disk.contents()[0], 1);
+  EXPECT_EQ(r.submit(kBlkTIn, 0, {{kData, 512, true}}), kBlkSOk);  // reads still work
+}
+
+TEST(VirtioBlkTest, SectorsPastTheEndAreAnError) {
+  Rig r;
+  EXPECT_EQ(r.submit(kBlkTIn, kDiskSectors - 1, {{kData, 1024, true}}), kBlkSIoErr);
+  EXPECT_EQ(r.submit(kBlkTIn, UINT64_MAX, {{kData, 512, true}}), kBlkSIoErr);
+  EXPECT_EQ(r.error(BlkError::kOutOfRange), 2u);
+  EXPECT_EQ(r.blk.stats().reads, 0u);
+}
+
+TEST(VirtioBlkTest, DataThatIsNotWholeSectorsIsAnError) {
+  Rig r;
+  EXPECT_EQ(r.submit(kBlkTIn, 0, {{kData, 100, true}}), kBlkSIoErr);
+  EXPECT_EQ(r.error(BlkError::kDataNotSectorMultiple), 1u);
+}
+
+TEST(VirtioBlkTest, DataInTheWrongDirectionIsAnError) {
+  Rig r;
+  EXPECT_EQ(r.submit(kBlkTIn, 0, {{kData, 512, false}}), kBlkSIoErr);
+  EXPECT_EQ(r.submit(kBlkTOut, 0, {{kData, 512, true}}), kBlkSIoErr);
+  EXPECT_EQ(r.error(BlkError::kDataWrongDirection), 2u);
+}
+
+TEST(VirtioBlkTest, ShortOrWritableHeaderIsAnError) {
+  Rig r;
+  r.q.add_chain(0, {{kHeader, 8, false}, {kStatus, 1, true}});
+  r.drv.notify(0);
+  EXPECT_EQ(r.mem.get<std::uint8_t>(kStatus), kBlkSIoErr);
+  r.q.add_chain(2, {{kHeader, 16, true}, {kStatus, 1, true}});
+  r.drv.notify(0);
+  EXPECT_EQ(r.error(BlkError::kHeaderShort), 1u);
+  EXPECT_EQ(r.error(BlkError::kHeaderWritable), 1u);
+  EXPECT_EQ(r.q.used_idx(), 2);
+}
+
+TEST(VirtioBlkTest, MissingOrReadOnlyStatusIsReturnedUnansweredAndCounted) {
+  Rig r;
+  r.header(kBlkTIn, 0);
+  r.q.add_chain(0, {{kHeader, 16, false}});
+  r.drv.notify(0);
+  r.q.add_chain(2, {{kHeader, 16, false}, {kStatus, 1, false}});
+  r.drv.notify(0);
+  EXPECT_EQ(r.error(BlkError::kNoStatus), 1u);
+  EXPECT_EQ(r.error(BlkError::kStatusReadOnly), 1u);
+  EXPECT_EQ(r.blk.stats().unanswerable, 2u);
+  EXPECT_EQ(r.q.used_idx(), 2);  // the buffers still go back
+  EXPECT_EQ(r.q.used_len(0), 0u);
+}
+
+TEST(VirtioBlkTest, BadDiscardsAreErrors) {
+  Rig r;
+  r.mem.put<std::uint64_t>(kData, 0);
+  r.mem.put<std::uint32_t>(kData + 8, 1);
+  r.mem.put<std::uint32_t>(kData + 12, 1);  // flags must be 0 for discard
+  EXPECT_EQ(r.submit(kBlkTDiscard, 0, {{kData, 16, false}}), kBlkSIoErr);
+  EXPECT_EQ(r.submit(kBlkTDiscard, 0, {{kData, 15, false}}), kBlkSIoErr);
+  EXPECT_EQ(r.error(BlkError::kBadDiscard), 2u);
+  r.mem.put<std::uint32_t>(kData + 12, 0);
+  r.mem.put<std::uint64_t>(kData, kDiskSectors);
+  EXPECT_EQ(r.submit(kBlkTDiscard, 0, {{kData, 16, false}}), kBlkSIoErr);
+  EXPECT_EQ(r.error(BlkError::kOutOfRange), 1u);
+}
+
+TEST(VirtioBlkTest, WorkerThreadServesRequestsAndInterrupts) {
+  Rig r(false, true);
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(r.submit(kBlkTIn, static_cast<std::uint64_t>(i), {{kData, 512, true}}), kBlkSOk);
+    EXPECT_EQ(r.mem.get<std::uint8_t>(kData), i + 1);
+  }
+  EXPECT_EQ(r.q.used_idx(), 8);
+  EXPECT_EQ(r.irq.pulses(), 8);
+}
+
+TEST(VirtioBlkTest, ResetWaitsForTheWorkerAndStopsService) {
+  Rig r(false, true);
+  r.header(kBlkTIn, 0);
+  r.q.add_chain(0, {{kHeader, 16, false}, {kData, 512, true}, {kStatus, 1, true}});
+  r.drv.notify(0);
+  r.drv.write(VirtioMmioTransport::kStatus, 0);  // returns only when the request is done
+  EXPECT_EQ(r.blk.stats().reads + r.blk.stats().cancelled, 1u);  // served, or dropped unstarted
+  r.drv.notify(0);
+  EXPECT_EQ(r.t.stats().bad_notifies, 1u);
+}
+
+TEST(VirtioBlkTest, RequestsQueuedBeforeDriverOkAreServedAtDriverOk) {
+  TempDisk disk;
+  FakeGuestRam mem{0x100000};
+  FakeQueue q{mem, 0x1000, 16};
+  VirtioBlk blk(BlockFile::open(disk.path(), false), "x", false);
+  FakeIrqLine irq;
+  VirtioMmioTransport t{blk, mem.ram(), irq};
+  FakeMmioDriver drv{t};
+  mem.put<std::uint32_t>(kHeader, kBlkTIn);
+  mem.put<std::uint64_t>(kHeader + 8, 1);
+  q.add_chain(0, {{kHeader, 16, false}, {kData, 512, true}, {kStatus, 1, true}});
+  drv.notify(0);  // too early: ignored
+  drv.bring_up(kVirtioFVersion1, {&q});
+  EXPECT_EQ(q.used_idx(), 1);
+  EXPECT_EQ(mem.get<std::uint8_t>(kData), 2);
+}
+
+TEST(BlockFileTest, MissingFileDirectoryAndCharDeviceAreOneLineErrors) {
+  EXPECT_THROW(BlockFile::open("/nonexistent/disk.img", false), BlockFileError);
+  EXPECT_THROW(BlockFile::open("/tmp", true), BlockFileError);
+  EXPECT_THROW(BlockFile::open("/dev/null", true), BlockFileError);
+  try {
+    BlockFile::open("/nonexistent/disk.img", false);
+  } catch (const BlockFileError& e) {
+    EXPECT_EQ(std::string(e.what()), "drive /nonexistent/disk.img: No such file or directory");
+  }
+}
+
+TEST(BlockFileTest, SizeThatIsNotWholeSectorsHidesTheTail) {
+  TempDisk disk(1000);
+  VirtioBlk blk(BlockFile::open(disk.path(), true), "x", false);
+  EXPECT_EQ(blk.capacity_sectors(), 1u);
+}
+
+}  // namespace

@@ -1,0 +1,263 @@
+// VirtioMmioTransport: the register file, feature negotiation, reset, notifications from both
+// paths, interrupts and DEVICE_NEEDS_RESET, driven the way a Linux driver drives it.
+#include "devices/virtio_mmio_transport.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "tests/support/fake_irq_line.h"
+#include "tests/support/fake_virtio_driver.h"
+
+namespace {
+
+using minivmm::devices::DescriptorChain;
+using minivmm::devices::VirtioDevice;
+using minivmm::devices::VirtioMmioTransport;
+using minivmm::devices::VirtioQueueHost;
+using minivmm::devices::Virtqueue;
+using minivmm::devices::kVirtioFIndirectDesc;
+using minivmm::devices::kVirtioFVersion1;
+using minivmm::testing::FakeGuestRam;
+using minivmm::testing::FakeIrqLine;
+using minivmm::testing::FakeMmioDriver;
+using minivmm::testing::FakeQueue;
+using T = VirtioMmioTransport;
+
+constexpr std::uint64_t kDeviceFeature = 1ull << 3;
+constexpr std::uint32_t kAllOk =
+    T::kStatusAcknowledge | T::kStatusDriver | T::kStatusFeaturesOk | T::kStatusDriverOk;
+
+// Completes every chain it is notified of with length 7.
+struct FakeDevice final : VirtioDevice {
+  std::string_view name() const noexcept override { return "fake"; }
+  std::uint32_t device_id() const noexcept override { return 42; }
+  std::uint64_t device_features() const noexcept override { return kDeviceFeature; }
+  std::size_t num_queues() const noexcept override { return 2; }
+  std::uint16_t queue_max_size() const noexcept override { return 16; }
+  void read_config(std::uint64_t offset, std::span<std::uint8_t> data) noexcept override {
+    for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::uint8_t>(offset + i);
+  }
+  void activate(VirtioQueueHost& h, std::uint64_t f) noexcept override {
+    host = &h;
+    features = f;
+    ++activations;
+  }
+  void queue_notify(std::size_t queue) noexcept override {
+    notified.push_back(queue);
+    DescriptorChain c;
+    while (host->pop(queue, c) == Virtqueue::Pop::kChain) host->complete(queue, c.head, 7);
+  }
+  void reset() noexcept override {
+    host = nullptr;
+    ++resets;
+  }
+  VirtioQueueHost* host = nullptr;
+  std::uint64_t features = 0;
+  int activations = 0, resets = 0;
+  std::vector<std::size_t> notified;
+};
+
+struct Rig {
+  FakeGuestRam mem{0x10000};
+  FakeQueue q0{mem, 0x1000, 16}, q1{mem, 0x2000, 16};
+  FakeDevice dev;
+  FakeIrqLine irq;
+  VirtioMmioTransport t{dev, mem.ram(), irq};
+  FakeMmioDriver drv{t};
+};
+
+TEST(VirtioMmioTransportTest, IdentificationRegisters) {
+  Rig r;
+  EXPECT_EQ(r.drv.read(T::kMagicValue), 0x74726976u);
+  EXPECT_EQ(r.drv.read(T::kVersionReg), 2u);
+  EXPECT_EQ(r.drv.read(T::kDeviceId), 42u);
+  EXPECT_EQ(r.drv.read(T::kVendorIdReg), T::kVendorId);
+  r.drv.write(T::kQueueSel, 1);
+  EXPECT_EQ(r.drv.read(T::kQueueNumMax), 16u);
+  r.drv.write(T::kQueueSel, 2);  // no such queue
+  EXPECT_EQ(r.drv.read(T::kQueueNumMax), 0u);
+}
+
+TEST(VirtioMmioTransportTest, FeaturesArePagedBySelector) {
+  Rig r;
+  r.drv.write(T::kDeviceFeaturesSel, 0);
+  const std::uint32_t low = r.drv.read(T::kDeviceFeatures);
+  r.drv.write(T::kDeviceFeaturesSel, 1);
+  const std::uint32_t high = r.drv.read(T::kDeviceFeatures);
+  r.drv.write(T::kDeviceFeaturesSel, 2);
+  EXPECT_EQ(r.drv.read(T::kDeviceFeatures), 0u);
+  EXPECT_EQ((std::uint64_t{high} << 32) | low, r.t.offered_features());
+  EXPECT_NE(low & kDeviceFeature, 0u);
+  EXPECT_EQ(high & 1u, 1u);  // VERSION_1
+}
+
+TEST(VirtioMmioTransportTest, BringUpActivatesWithTheNegotiatedFeatures) {
+  Rig r;
+  EXPECT_EQ(r.drv.bring_up(kVirtioFVersion1 | kDeviceFeature, {&r.q0, &r.q1}), kAllOk);
+  EXPECT_EQ(r.dev.activations, 1);
+  EXPECT_EQ(r.dev.features, kVirtioFVersion1 | kDeviceFeature);
+}
+
+TEST(VirtioMmioTransportTest, FeaturesOkIsRefusedForAnUnofferedBit) {
+  Rig r;
+  const std::uint32_t st = r.drv.bring_up(kVirtioFVersion1 | (1ull << 40), {&r.q0});
+  EXPECT_EQ(st & T::kStatusFeaturesOk, 0u);
+  EXPECT_EQ(st & T::kStatusDriverOk, 0u);
+  EXPECT_EQ(r.dev.activations, 0);
+  // Refused at FEATURES_OK and again when DRIVER_OK's write repeats the bit.
+  EXPECT_EQ(r.t.stats().features_refused, 2u);
+}
+
+TEST(VirtioMmioTransportTest, FeaturesOkIsRefusedWithoutVersion1) {
+  Rig r;
+  const std::uint32_t st = r.drv.bring_up(kDeviceFeature, {&r.q0});
+  EXPECT_EQ(st & T::kStatusFeaturesOk, 0u);
+  EXPECT_EQ(r.dev.activations, 0);
+}
+
+TEST(VirtioMmioTransportTest, DriverFeaturesAreFrozenAfterFeaturesOk) {
+  Rig r;
+  r.drv.bring_up(kVirtioFVersion1, {&r.q0});
+  r.drv.write(T::kDriverFeaturesSel, 0);
+  r.drv.write(T::kDriverFeatures, 0xffffffff);
+  EXPECT_EQ(r.t.stats().bad_accesses, 1u);
+  EXPECT_EQ(r.dev.features, kVirtioFVersion1);
+}
+
+TEST(VirtioMmioTransportTest, NotifyWriteReachesTheDeviceAndInterrupts) {
+  Rig r;
+  r.drv.bring_up(kVirtioFVersion1, {&r.q0, &r.q1});
+  r.q1.add_chain(0, {{0x8000, 64, true}});
+  r.drv.notify(1);
+  EXPECT_EQ(r.dev.notified, std::vector<std::size_t>{1});
+  EXPECT_EQ(r.q1.used_idx(), 1);
+  EXPECT_EQ(r.q1.used_len(0), 7u);
+  EXPECT_EQ(r.irq.pulses(), 1);
+  EXPECT_EQ(r.drv.read(T::kInterruptStatus), T::kInterruptUsedBuffer);
+  r.drv.write(T::kInterruptAck, T::kInterruptUsedBuffer);
+  EXPECT_EQ(r.drv.read(T::kInterruptStatus), 0u);
+  EXPECT_EQ(r.t.stats().notifies_vcpu, 1u);
+  EXPECT_EQ(r.t.stats().interrupts, 1u);
+}
+
+TEST(VirtioMmioTransportTest, EventfdNotificationsAreCountedApart) {
+  Rig r;
+  r.drv.bring_up(kVirtioFVersion1, {&r.q0});
+  r.q0.add_chain(0, {{0x8000, 64, true}});
+  r.t.notify_from_eventfd(0);
+  EXPECT_EQ(r.q0.used_idx(), 1);
+  EXPECT_EQ(r.t.stats().notifies_eventfd, 1u);
+  EXPECT_EQ(r.t.stats().notifies_vcpu, 0u);
+}
+
+TEST(VirtioMmioTransportTest, NotifyBeforeDriverOkOrForAMissingQueueIsIgnored) {
+  Rig r;
+  r.drv.notify(0);
+  r.drv.bring_up(kVirtioFVersion1, {&r.q0});
+  r.drv.notify(5);
+  EXPECT_TRUE(r.dev.notified.empty());
+  EXPECT_EQ(r.t.stats().bad_notifies, 2u);
+}
+
+TEST(VirtioMmioTransportTest, StatusZeroResetsEverything) {
+  Rig r;
+  r.drv.bring_up(kVirtioFVersion1, {&r.q0});
+  r.drv.write(T::kStatus, 0);
+  EXPECT_EQ(r.drv.read(T::kStatus), 0u);
+  EXPECT_EQ(r.dev.resets, 2);  // bring_up resets first, as Linux does
+  r.drv.write(T::kQueueSel, 0);
+  EXPECT_EQ(r.drv.read(T::kQueueReady), 0u);
+  r.drv.notify(0);
+  EXPECT_TRUE(r.dev.notified.empty());
+  // And it comes up again on the same rings, indexes from 0.
+  FakeQueue fresh{r.mem, 0x3000, 16};
+  EXPECT_EQ(r.drv.bring_up(kVirtioFVersion1, {&fresh}), kAllOk);
+  fresh.add_chain(0, {{0x8000, 8, true}});
+  r.drv.notify(0);
+  EXPECT_EQ(fresh.used_idx(), 1);
+}
+
+TEST(VirtioMmioTransportTest, RingsOutsideRamSetNeedsResetAtDriverOk) {
+  Rig r;
+  FakeQueue bad{r.mem, 0xff00, 16};  // its rings run past the 64 KiB of RAM
+  const std::uint32_t st = r.drv.bring_up(kVirtioFVersion1, {&bad});
+  EXPECT_NE(st & T::kStatusNeedsReset, 0u);
+  EXPECT_EQ(r.dev.activations, 0);
+  EXPECT_EQ(r.t.stats().needs_reset, 1u);
+}
+
+TEST(VirtioMmioTransportTest, MalformedChainSetsNeedsResetWithAConfigInterrupt) {
+  Rig r;
+  r.drv.bring_up(kVirtioFVersion1, {&r.q0});
+  r.q0.publish(99);  // head out of range
+  r.drv.notify(0);
+  EXPECT_NE(r.drv.read(T::kStatus) & T::kStatusNeedsReset, 0u);
+  EXPECT_EQ(r.drv.read(T::kInterruptStatus), T::kInterruptConfigChange);
+  EXPECT_EQ(r.irq.pulses(), 1);
+  EXPECT_EQ(r.t.stats().config_interrupts, 1u);
+  EXPECT_EQ(r.t.stats().queues[0].errors[static_cast<std::size_t>(
+                minivmm::devices::QueueError::kHeadOutOfRange)],
+            1u);
+  // Good chains after it are not served until reset.
+  r.q0.add_chain(1, {{0x8000, 8, true}});
+  r.drv.notify(0);
+  EXPECT_EQ(r.q0.used_idx(), 0);
+}
+
+TEST(VirtioMmioTransportTest, QueueRegistersCannotMoveALiveQueue) {
+  Rig r;
+  r.drv.bring_up(kVirtioFVersion1, {&r.q0});
+  r.drv.write(T::kQueueSel, 0);
+  r.drv.write(T::kQueueDescLow, 0xf000);
+  r.drv.write(T::kQueueNum, 2);
+  EXPECT_EQ(r.t.stats().bad_accesses, 2u);
+  r.q0.add_chain(0, {{0x8000, 8, true}});
+  r.drv.notify(0);
+  EXPECT_EQ(r.q0.used_idx(), 1);
+}
+
+TEST(VirtioMmioTransportTest, RegistersNeed32BitAccesses) {
+  Rig r;
+  std::uint16_t half = 0xffff;
+  r.t.read(T::kMagicValue, std::span(reinterpret_cast<std::uint8_t*>(&half), 2));
+  EXPECT_EQ(half, 0);
+  std::uint64_t wide = 0;
+  r.t.write(T::kStatus, std::span(reinterpret_cast<std::uint8_t*>(&wide), 8));
+  EXPECT_EQ(r.drv.read(T::kMagicValue + 2), 0u);  // misaligned
+  EXPECT_EQ(r.drv.read(0x0c0), 0u);               // unknown offset
+  r.drv.write(T::kMagicValue, 1);                 // read-only
+  EXPECT_EQ(r.t.stats().bad_accesses, 5u);
+}
+
+TEST(VirtioMmioTransportTest, ConfigSpaceAnyWidthGoesToTheDevice) {
+  Rig r;
+  std::uint8_t b = 0;
+  r.t.read(T::kConfig + 5, std::span(&b, 1));
+  EXPECT_EQ(b, 5);
+  std::uint64_t q = 0;
+  r.t.read(T::kConfig, std::span(reinterpret_cast<std::uint8_t*>(&q), 8));
+  EXPECT_EQ(q, 0x0706050403020100ull);
+  EXPECT_EQ(r.drv.read(T::kConfigGeneration), 0u);
+}
+
+TEST(VirtioMmioTransportTest, DriverOkWithoutFeaturesOkActivatesNothing) {
+  Rig r;
+  r.drv.write(T::kStatus, T::kStatusAcknowledge | T::kStatusDriver | T::kStatusDriverOk);
+  EXPECT_EQ(r.drv.read(T::kStatus) & T::kStatusDriverOk, 0u);
+  EXPECT_EQ(r.dev.activations, 0);
+}
+
+TEST(VirtioMmioTransportTest, IndirectIsHonouredOnlyWhenNegotiated) {
+  Rig r;
+  r.drv.bring_up(kVirtioFVersion1 | kVirtioFIndirectDesc, {&r.q0});
+  r.q0.write_desc(0x5000, 0x8000, 8, minivmm::testing::kDescWrite, 0);
+  r.q0.set_desc(0, 0x5000, 16, minivmm::testing::kDescIndirect);
+  r.q0.publish(0);
+  r.drv.notify(0);
+  EXPECT_EQ(r.q0.used_idx(), 1);
+  EXPECT_EQ(r.drv.read(T::kStatus) & T::kStatusNeedsReset, 0u);
+}
+
+}  // namespace
