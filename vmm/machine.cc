@@ -1,6 +1,7 @@
 #include "vmm/machine.h"
 
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -22,6 +23,7 @@ namespace {
 constexpr std::uint32_t kIrqPit = 0;
 constexpr std::uint32_t kIrqCom1 = 4;
 constexpr std::uint32_t kIrqRtc = 8;
+constexpr std::uint64_t kTestdevPageBytes = 4096;
 
 double seconds(timers::Nanos n) { return static_cast<double>(n.count()) / 1e9; }
 
@@ -58,6 +60,12 @@ Machine::Machine(Config config)
       initrd_image_(config_.initrd_path.empty()
                         ? std::vector<std::byte>{}
                         : read_file(config_.initrd_path, to_int(ExitCode::kBadKernel))),
+      kernel_checked_([this] {
+        Vm::check_ram_size(config_.memory_bytes);
+        check_kernel_loads(config_.memory_bytes, kernel_image_, config_.cmdline, initrd_image_,
+                           config_.cpus);
+        return true;
+      }()),
       alarm_(make_alarm(config_)),
       dynticks_(std::make_unique<timers::Dynticks>(
           *alarm_, mono_, std::vector<timers::TimerList*>{&vm_timers_, &rt_timers_},
@@ -75,6 +83,9 @@ Machine::Machine(Config config)
       debug_exit_([this](int status) { request_stop_status(status, "guest debug-exit"); }),
       i8042_([this] { request_stop(ExitCode::kOk, "guest reset through the i8042"); }),
       rtc_(vm_timers_, wall_clock_, irq8_, config_.memory_bytes),
+      fw_cfg_(devices::FwCfgConfig{config_.memory_bytes, static_cast<std::uint16_t>(config_.cpus),
+                                   static_cast<std::uint16_t>(config_.cpus)}),
+      testdev_flush_([this](std::uint64_t page) { flush_guest_page(page); }),
       duration_timer_(rt_timers_, "duration",
                       [this](const timers::Timer::Expiry&) {
                         request_stop(ExitCode::kOk, "--duration expired");
@@ -94,6 +105,25 @@ Machine::Machine(Config config)
   bus_.attach(0x60, 1, i8042_.data_port());
   bus_.attach(0x64, 1, i8042_.command_port());
   bus_.attach(0x70, 2, rtc_);
+  vm_.set_pics_as_bios_leaves_them();
+  bus_.attach(devices::FwCfg::kPort, devices::FwCfg::kPortCount, fw_cfg_);
+  bus_.attach(devices::PcTestdevPort::kPort, devices::PcTestdevPort::kPortCount, testdev_port_);
+  bus_.attach(devices::PcTestdevPort::kBytePort, devices::PcTestdevPort::kPortCount,
+              testdev_port_);
+  bus_.attach(devices::PcTestdevFlushPage::kPort, devices::PcTestdevFlushPage::kPortCount,
+              testdev_flush_);
+  {
+    // Level changes through KVM_IRQ_LINE: GSIs 0-15 reach both the PIC and the IOAPIC, 16-23
+    // the IOAPIC only (KVM's default routing, as QEMU's ISA bus wires pc-testdev).
+    std::array<devices::IrqLine*, devices::PcTestdevIrq::kLines> wires{};
+    for (std::size_t gsi = 0; gsi < wires.size(); ++gsi) {
+      testdev_lines_[gsi] =
+          std::make_unique<KvmIrqLine>(vm_, static_cast<std::uint32_t>(gsi), IrqInject::kIoctl);
+      wires[gsi] = testdev_lines_[gsi].get();
+    }
+    testdev_irq_ = std::make_unique<devices::PcTestdevIrq>(wires);
+    bus_.attach(devices::PcTestdevIrq::kPort, devices::PcTestdevIrq::kPortCount, *testdev_irq_);
+  }
   if (config_.pit == PitMode::kKvm) {
     vm_.create_kernel_pit();
   } else {
@@ -130,7 +160,7 @@ Machine::Machine(Config config)
   }
 
   const LoadedKernel k =
-      load_kernel(vm_.memory(), kernel_image_, config_.cmdline, initrd_image_);
+      load_kernel(vm_.memory(), kernel_image_, config_.cmdline, initrd_image_, config_.cpus);
   spdlog::debug("kernel loaded at {:#x}-{:#x}, entry {:#x}, boot info {:#x}", k.load_addr,
                 k.load_end, k.entry_addr, k.boot_info_addr);
 
@@ -140,13 +170,37 @@ Machine::Machine(Config config)
   } catch (const std::invalid_argument& e) {
     throw VmmError(ExitCode::kUsage, e.what());
   }
-  vcpu_ = std::make_unique<Vcpu>(vm_, 0, bus_, [this](ExitCode code, const std::string& why) {
-    request_stop(code, why);
-  });
-  vcpu_->configure(k.boot_state, cpuid);
+  {
+    const int max_vcpus = std::max(kvm_.check_extension(KVM_CAP_MAX_VCPUS),
+                                   kvm_.check_extension(KVM_CAP_NR_VCPUS));
+    if (max_vcpus > 0 && config_.cpus > static_cast<std::uint32_t>(max_vcpus)) {
+      throw VmmError(ExitCode::kUsage, "--cpus " + std::to_string(config_.cpus) +
+                                           ": this host's KVM allows at most " +
+                                           std::to_string(max_vcpus));
+    }
+  }
+  for (std::uint32_t i = 0; i < config_.cpus; ++i) {
+    auto vcpu = std::make_unique<Vcpu>(vm_, static_cast<int>(i), bus_,
+                                       [this](ExitCode code, const std::string& why) {
+                                         request_stop(code, why);
+                                       });
+    std::vector<kvm_cpuid_entry2> own;
+    try {
+      own = cpuid_for_vcpu(cpuid, i, config_.cpus);
+    } catch (const std::invalid_argument& e) {
+      throw VmmError(ExitCode::kUsage, e.what());
+    }
+    if (i == 0) {
+      vcpu->configure(k.boot_state, own);
+    } else {
+      vcpu->configure_ap(own);
+    }
+    vcpus_.push_back(std::move(vcpu));
+  }
   if (vcpu_timers_) {
-    vcpu_timers_->set_wake([this] { vcpu_->interrupt(); });
-    vcpu_->host_timers(vcpu_timers_.get());
+    // The PIT's hosted timers live on the boot CPU, the one that takes the 8259's interrupts.
+    vcpu_timers_->set_wake([this] { vcpus_[0]->interrupt(); });
+    vcpus_[0]->host_timers(vcpu_timers_.get());
   }
 
   if (!config_.api_socket.empty()) {
@@ -182,9 +236,24 @@ Machine::Machine(Config config)
 
 Machine::~Machine() {
   stop_signals_.reset();
-  if (vcpu_) {
-    vcpu_->request_stop();
-    vcpu_->join();
+  for (auto& v : vcpus_) v->request_stop();
+  for (auto& v : vcpus_) v->join();
+}
+
+void Machine::flush_guest_page(std::uint64_t page_gpa) noexcept {
+  const GuestMemory mem = vm_.memory();
+  if (!mem.contains(page_gpa, kTestdevPageBytes)) {
+    // QEMU maps nothing for an address outside RAM and does nothing; so do we, counted.
+    flushes_outside_ram_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  // QEMU takes the page away (PROT_NONE) and gives it back. Read-only is enough to make the
+  // kernel invalidate KVM's mapping of it (mprotect runs the MMU notifiers), and another vCPU
+  // that reads the page in between does not fault.
+  void* host = mem.slice(page_gpa, kTestdevPageBytes).data();
+  if (::mprotect(host, kTestdevPageBytes, PROT_READ) != 0 ||
+      ::mprotect(host, kTestdevPageBytes, PROT_READ | PROT_WRITE) != 0) {
+    spdlog::warn("pc-testdev: flush of page {:#x}: mprotect: {}", page_gpa, std::strerror(errno));
   }
 }
 
@@ -204,13 +273,13 @@ void Machine::request_stop_status(int status, const std::string& why) {
     exit_status_ = status;
     exit_reason_ = why;
   }
-  if (vcpu_) vcpu_->request_stop();
+  for (auto& v : vcpus_) v->request_stop();
   loop_->stop();
 }
 
 void Machine::pause() {
   if (vm_clock_.paused()) return;
-  vcpu_->pause();
+  for (auto& v : vcpus_) v->pause();
   // Before vm_clock stops: an edge the kernel fired after the stop would be re-armed on resume.
   if (pit_train_) pit_train_->suspend();
   vm_clock_.pause();
@@ -222,7 +291,7 @@ void Machine::resume() {
   vm_clock_.resume();
   if (pit_train_) pit_train_->resume();
   dynticks_->rearm();
-  vcpu_->resume();
+  for (auto& v : vcpus_) v->resume();
 }
 
 int Machine::run() {
@@ -240,14 +309,14 @@ int Machine::run() {
     duration_timer_.arm_at(start_mono_ +
                            timers::Nanos{static_cast<std::int64_t>(*config_.duration_s * 1e9)});
   }
-  vcpu_->start();
+  for (auto& v : vcpus_) v->start();
   const bool ok = loop_->run();
   if (!ok) {
     spdlog::error("main loop failed: {}", std::strerror(errno));
     request_stop(ExitCode::kHostFailure, "main loop failed");
   }
-  vcpu_->request_stop();
-  vcpu_->join();
+  for (auto& v : vcpus_) v->request_stop();
+  for (auto& v : vcpus_) v->join();
   uart_.flush();
   console_input_.reset();  // restores the terminal before the summary is printed
   report_ = collect_report();
@@ -370,6 +439,22 @@ RunReport Machine::collect_report() const {
                           {"bad_accesses", k.bad_accesses}};
     r.devices["debug_exit"] = {{"exit_requests", debug_exit_.exit_requests()}};
     r.devices["post_port"] = {{"writes", post_port_.writes()}};
+    const auto fc = fw_cfg_.stats();
+    r.devices["fw_cfg"] = {{"selects", fc.selects},
+                           {"unknown_selects", fc.unknown_selects},
+                           {"data_reads", fc.data_reads},
+                           {"reads_past_end", fc.reads_past_end},
+                           {"ignored_writes", fc.ignored_writes},
+                           {"bad_accesses", fc.bad_accesses}};
+    const auto ti = testdev_irq_->stats();
+    r.devices["pc_testdev"] = {
+        {"echo_bad_accesses", testdev_port_.bad_accesses()},
+        {"page_flushes", testdev_flush_.flushes()},
+        {"page_flushes_outside_ram", flushes_outside_ram_.load(std::memory_order_relaxed)},
+        {"flush_bad_accesses", testdev_flush_.bad_accesses()},
+        {"irq_raises", ti.raises},
+        {"irq_lowers", ti.lowers},
+        {"irq_bad_accesses", ti.bad_accesses}};
     nlohmann::json unmapped = nlohmann::json::object();
     for (const auto& u2 : bus_.unmapped()) {
       unmapped[fmt::format("{:#06x}", u2.port)] = {{"reads", u2.reads}, {"writes", u2.writes}};
@@ -401,7 +486,14 @@ RunReport Machine::collect_report() const {
                      {"trial_interval", s.trial_interval},
                      {"decisions", log}};
   }
-  const VcpuStats vs = vcpu_->stats();
+  // Every vCPU's exits, summed: the report's totals cover the whole VM.
+  VcpuStats vs;
+  for (const auto& v : vcpus_) {
+    const VcpuStats one = v->stats();
+    vs.kvm_run_calls += one.kvm_run_calls;
+    for (std::size_t i = 0; i < vs.exits.size(); ++i) vs.exits[i] += one.exits[i];
+  }
+  r.vcpus = static_cast<std::uint32_t>(vcpus_.size());
   r.kvm_run_calls = vs.kvm_run_calls;
   r.console_writes = console_sink_.stats().writes;
   for (std::size_t i = 0; i < vs.exits.size(); ++i) {

@@ -26,10 +26,14 @@ constexpr std::uint64_t kMaxRam = 3ull << 30;
 
 }  // namespace
 
-Vm::Vm(const Kvm& kvm, std::uint64_t ram_bytes) : kvm_(kvm), ram_bytes_(ram_bytes) {
+void Vm::check_ram_size(std::uint64_t ram_bytes) {
   if (ram_bytes == 0 || ram_bytes % 4096 != 0 || ram_bytes > kMaxRam) {
     throw VmmError(ExitCode::kUsage, "guest memory must be a multiple of 4 KiB between 4 KiB and 3 GiB");
   }
+}
+
+Vm::Vm(const Kvm& kvm, std::uint64_t ram_bytes) : kvm_(kvm), ram_bytes_(ram_bytes) {
+  check_ram_size(ram_bytes);
   kvm.require(KVM_CAP_USER_MEMORY, "KVM_CAP_USER_MEMORY");
   kvm.require(KVM_CAP_IRQCHIP, "KVM_CAP_IRQCHIP");
   kvm.require(KVM_CAP_SET_TSS_ADDR, "KVM_CAP_SET_TSS_ADDR");
@@ -70,6 +74,27 @@ Vm::Vm(const Kvm& kvm, std::uint64_t ram_bytes) : kvm_(kvm), ram_bytes_(ram_byte
 
 Vm::~Vm() {
   if (ram_) ::munmap(ram_, ram_bytes_);
+}
+
+void Vm::set_pics_as_bios_leaves_them() {
+  // IBM PC/AT BIOS vector bases (SeaBIOS pic_reset(0x08, 0x70)).
+  const struct {
+    std::uint32_t chip;
+    std::uint8_t base;
+    std::uint8_t mask;
+  } pics[] = {{KVM_IRQCHIP_PIC_MASTER, 0x08, 0xfb}, {KVM_IRQCHIP_PIC_SLAVE, 0x70, 0xff}};
+  for (const auto& p : pics) {
+    kvm_irqchip chip{};
+    chip.chip_id = p.chip;
+    if (::ioctl(fd_.get(), KVM_GET_IRQCHIP, &chip) < 0) fail("KVM_GET_IRQCHIP");
+    chip.chip.pic.irq_base = p.base;
+    chip.chip.pic.imr = p.mask;
+    chip.chip.pic.init_state = 0;  // initialisation sequence complete
+    chip.chip.pic.init4 = 1;       // ICW4 was given: 8086 mode
+    chip.chip.pic.auto_eoi = 0;
+    chip.chip.pic.read_reg_select = 0;  // OCW3 reads IRR
+    if (::ioctl(fd_.get(), KVM_SET_IRQCHIP, &chip) < 0) fail("KVM_SET_IRQCHIP");
+  }
 }
 
 void Vm::create_kernel_pit() {
