@@ -14,7 +14,7 @@ run_suite() {
   cmake -S . -B "$dir" -G Ninja -DMINIVMM_WERROR=ON "$@" >/dev/null
   cmake --build "$dir" -j "$jobs"
   echo "== test ($dir)"
-  (cd "$dir" && ctest -j "$jobs" --output-on-failure -LE 'linux|fuzz')
+  (cd "$dir" && ctest -j "$jobs" --output-on-failure -LE 'linux|fuzz|kvm-unit-tests')
 }
 
 # -O2 without debug info (GCC 12 at -O3 warns falsely inside std::vector) and a sanitizer build at -O1 with line tables only: the two builds

@@ -29,6 +29,7 @@ struct Config {
   std::string initrd_path;
   std::string cmdline;
   std::uint64_t memory_bytes = 64ull << 20;
+  std::uint32_t cpus = 1;  // vCPUs, 1..kMaxVcpus; vCPU 0 boots, the others wait for SIPI
   PitMode pit = PitMode::kUser;
   PitTick pit_tick = PitTick::kLoop;
   std::optional<double> duration_s;  // stop after this long (rt_clock)

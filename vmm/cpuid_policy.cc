@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 namespace minivmm::vmm {
 namespace {
@@ -93,6 +94,51 @@ std::vector<kvm_cpuid_entry2> apply_cpuid_policy(std::vector<kvm_cpuid_entry2> e
   }
 
   if (auto* e = find(1, 0)) e->ecx |= 1u << 31;  // hypervisor present
+  return entries;
+}
+
+std::vector<kvm_cpuid_entry2> cpuid_for_vcpu(std::vector<kvm_cpuid_entry2> entries,
+                                             std::uint32_t index, std::uint32_t count) {
+  if (count == 0 || count > kMaxVcpus || index >= count) {
+    throw std::invalid_argument("vCPU " + std::to_string(index) + " of " + std::to_string(count) +
+                                ": the count must be 1.." + std::to_string(kMaxVcpus));
+  }
+  // Bits of APIC id the cores of one package take (SDM vol. 3A 10.12.2 / 8.9.1).
+  std::uint32_t core_bits = 0;
+  while ((1u << core_bits) < count) ++core_bits;
+  for (kvm_cpuid_entry2& e : entries) {
+    switch (e.function) {
+      case 1:
+        e.ebx = (e.ebx & 0x0000ffffu) | (index << 24) | (count << 16);
+        e.edx = count > 1 ? e.edx | (1u << 28) : e.edx & ~(1u << 28);
+        break;
+      case 4:
+        if ((e.eax & 0x1fu) != 0) e.eax = (e.eax & 0x03ffffffu) | (((1u << core_bits) - 1) << 26);
+        break;
+      case 0xb:
+      case 0x1f:
+        e.edx = index;
+        if (e.index == 0) {
+          e.eax = 0;
+          e.ebx = 1;
+          e.ecx = (1u << 8) | 0;  // type 1: SMT
+        } else if (e.index == 1) {
+          e.eax = core_bits;
+          e.ebx = count;
+          e.ecx = (2u << 8) | 1;  // type 2: core
+        } else {
+          e.eax = 0;
+          e.ebx = 0;
+          e.ecx = e.index & 0xffu;  // type 0: no such level
+        }
+        break;
+      case 0x80000008:
+        e.ecx = (e.ecx & ~0xffu) | (count - 1);
+        break;
+      default:
+        break;
+    }
+  }
   return entries;
 }
 

@@ -34,4 +34,21 @@ std::vector<kvm_cpuid_entry2> apply_cpuid_policy(std::vector<kvm_cpuid_entry2> s
                                                  CpuModel model,
                                                  const std::vector<std::string>& masked);
 
+// The vCPUs' limit: kvm-unit-tests' SMP tests use at most 4; 16 keeps every per-vCPU array
+// small and x2APIC-free (xAPIC ids 0..15).
+inline constexpr std::uint32_t kMaxVcpus = 16;
+
+// The CPUID of vCPU `index` of `count` (1..kMaxVcpus), from the policy's result: one package
+// of `count` cores, one thread each, as QEMU 7.2 lays out `-smp N`. Sets what must differ per
+// CPU or follow the count, where the leaf exists (KVM reports only what the host has):
+//   leaf 1      EBX[31:24] initial APIC id = index (KVM's in-kernel LAPIC id is the vCPU id),
+//               EBX[23:16] logical processors per package = count, EDX[28] HTT = count > 1
+//   leaf 4      EAX[31:26] cores per package - 1 (rounded up to a power of two, as the id space)
+//   leaf 0xB,   per sub-leaf: EDX x2APIC id = index; level 0 SMT (shift 0, 1 thread), level 1
+//   leaf 0x1F   core (shift = bits for count, `count` CPUs), later levels invalid (type 0)
+//   0x80000008  ECX[7:0] cores per package - 1 (AMD)
+// Throws std::invalid_argument when index >= count or count is outside 1..kMaxVcpus.
+std::vector<kvm_cpuid_entry2> cpuid_for_vcpu(std::vector<kvm_cpuid_entry2> entries,
+                                             std::uint32_t index, std::uint32_t count);
+
 }  // namespace minivmm::vmm

@@ -9,6 +9,8 @@
 
 #include "vmm/boot/boot_error.h"
 #include "vmm/boot/acpi_tables.h"
+#include "vmm/boot/bios_ivt.h"
+#include "vmm/boot/boot_layout.h"
 #include "vmm/boot/bzimage_loader.h"
 #include "vmm/boot/multiboot_loader.h"
 #include "vmm/boot/pvh_loader.h"
@@ -52,7 +54,10 @@ std::vector<std::byte> read_file(const std::string& path, int what_for_code) {
 }
 
 LoadedKernel load_kernel(const GuestMemory& mem, std::span<const std::byte> image,
-                         const std::string& cmdline, std::span<const std::byte> initrd) {
+                         const std::string& cmdline, std::span<const std::byte> initrd,
+                         std::uint32_t cpus) {
+  AcpiConfig acpi_config;
+  acpi_config.num_cpus = cpus;
   try {
     // Multiboot v1: the magic, 4-byte aligned, in the first 8 KiB (multiboot spec 3.1.1). The
     // checksum and the rest are the loader's to validate.
@@ -69,11 +74,20 @@ LoadedKernel load_kernel(const GuestMemory& mem, std::span<const std::byte> imag
       MultibootOptions opts;
       opts.cmdline = cmdline;
       opts.initrd = initrd;
-      return load_multiboot_kernel(mem, image, opts);
+      const LoadedKernel k = load_multiboot_kernel(mem, image, opts);
+      // What QEMU's SeaBIOS leaves for the kernel: the IVT and, in the BIOS area where
+      // kvm-unit-tests' lib/acpi.c scans for the RSDP, the ACPI tables (the MADT lists every
+      // CPU). A kernel loaded over either keeps its own bytes there.
+      const bool image_over_iret = k.load_addr <= kBiosIretAddr && kBiosIretAddr < k.load_end;
+      if (k.load_addr >= kIvtAddr + kIvtBytes && !image_over_iret) write_bios_ivt(mem);
+      if (k.load_end <= kBiosAreaStart || k.load_addr >= kBiosAreaEnd) {
+        write_acpi_tables(mem, acpi_config);
+      }
+      return k;
     }
     // ACPI tables in the BIOS area, where Linux finds them (Debian kernels have no MP-table
     // parser, so ACPI is how they learn about the local APIC and the IOAPIC).
-    const AcpiTables acpi = write_acpi_tables(mem, AcpiConfig{});
+    const AcpiTables acpi = write_acpi_tables(mem, acpi_config);
     const bool elf = image.size() >= 4 && image[0] == std::byte{0x7f} &&
                      image[1] == std::byte{'E'} && image[2] == std::byte{'L'} &&
                      image[3] == std::byte{'F'};

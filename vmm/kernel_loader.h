@@ -1,8 +1,11 @@
-// Picks the loader for a kernel file by its contents: an ELF with a PVH note (vmlinux), else a
-// Linux bzImage. Throws VmmError(kBadKernel) with the loader's one-line reason.
+// Picks the loader for a kernel file by its contents: a multiboot v1 header in the first 8 KiB
+// (kvm-unit-tests' .flat files, realmode.flat included: it is a multiboot ELF32 that drops to
+// real mode itself), an ELF with a PVH note (vmlinux), else a Linux bzImage. Throws
+// VmmError(kBadKernel) with the loader's one-line reason.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
@@ -15,7 +18,11 @@ namespace minivmm::vmm {
 // Reads a whole file; throws VmmError(code) naming the path and the OS error.
 std::vector<std::byte> read_file(const std::string& path, int what_for_code);
 
+// `cpus` goes into the MADT. Multiboot kernels also get what a BIOS leaves behind: the
+// real-mode IVT (bios_ivt.h) and the ACPI tables in the BIOS area, each unless the image
+// itself occupies that memory.
 LoadedKernel load_kernel(const GuestMemory& mem, std::span<const std::byte> image,
-                         const std::string& cmdline, std::span<const std::byte> initrd);
+                         const std::string& cmdline, std::span<const std::byte> initrd,
+                         std::uint32_t cpus = 1);
 
 }  // namespace minivmm::vmm

@@ -1,6 +1,7 @@
 #include "vmm/machine.h"
 
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -24,6 +25,7 @@ constexpr std::uint32_t kIrqKeyboard = 1;
 constexpr std::uint32_t kIrqCom1 = 4;
 constexpr std::uint32_t kIrqRtc = 8;
 constexpr std::uint32_t kIrqMouse = 12;
+constexpr std::uint64_t kTestdevPageBytes = 4096;
 
 double seconds(timers::Nanos n) { return static_cast<double>(n.count()) / 1e9; }
 
@@ -83,7 +85,8 @@ Machine::Machine(Config config)
                         ? std::vector<std::byte>{}
                         : read_file(config_.initrd_path, to_int(ExitCode::kBadKernel))),
       ram_(config_.memory_bytes),
-      kernel_(load_kernel(ram_.memory(), kernel_image_, boot_cmdline(config_), initrd_image_)),
+      kernel_(load_kernel(ram_.memory(), kernel_image_, boot_cmdline(config_), initrd_image_,
+                          config_.cpus)),
       alarm_(make_alarm(config_)),
       dynticks_(std::make_unique<timers::Dynticks>(
           *alarm_, mono_, std::vector<timers::TimerList*>{&vm_timers_, &rt_timers_},
@@ -106,6 +109,9 @@ Machine::Machine(Config config)
       i8042_([this] { request_stop(ExitCode::kOk, "guest reset through the i8042"); }, &irq1_,
              &irq12_),
       rtc_(vm_timers_, wall_clock_, irq8_, config_.memory_bytes),
+      fw_cfg_(devices::FwCfgConfig{config_.memory_bytes, static_cast<std::uint16_t>(config_.cpus),
+                                   static_cast<std::uint16_t>(config_.cpus)}),
+      testdev_flush_([this](std::uint64_t page) { flush_guest_page(page); }),
       duration_timer_(rt_timers_, "duration",
                       [this](const timers::Timer::Expiry&) {
                         request_stop(ExitCode::kOk, "--duration expired");
@@ -125,6 +131,25 @@ Machine::Machine(Config config)
   bus_.attach(0x60, 1, i8042_.data_port());
   bus_.attach(0x64, 1, i8042_.command_port());
   bus_.attach(0x70, 2, rtc_);
+  vm_.set_pics_as_bios_leaves_them();
+  bus_.attach(devices::FwCfg::kPort, devices::FwCfg::kPortCount, fw_cfg_);
+  bus_.attach(devices::PcTestdevPort::kPort, devices::PcTestdevPort::kPortCount, testdev_port_);
+  bus_.attach(devices::PcTestdevPort::kBytePort, devices::PcTestdevPort::kPortCount,
+              testdev_port_);
+  bus_.attach(devices::PcTestdevFlushPage::kPort, devices::PcTestdevFlushPage::kPortCount,
+              testdev_flush_);
+  {
+    // Level changes through KVM_IRQ_LINE: GSIs 0-15 reach both the PIC and the IOAPIC, 16-23
+    // the IOAPIC only (KVM's default routing, as QEMU's ISA bus wires pc-testdev).
+    std::array<devices::IrqLine*, devices::PcTestdevIrq::kLines> wires{};
+    for (std::size_t gsi = 0; gsi < wires.size(); ++gsi) {
+      testdev_lines_[gsi] =
+          std::make_unique<KvmIrqLine>(vm_, static_cast<std::uint32_t>(gsi), IrqInject::kIoctl);
+      wires[gsi] = testdev_lines_[gsi].get();
+    }
+    testdev_irq_ = std::make_unique<devices::PcTestdevIrq>(wires);
+    bus_.attach(devices::PcTestdevIrq::kPort, devices::PcTestdevIrq::kPortCount, *testdev_irq_);
+  }
   if (config_.pit == PitMode::kKvm) {
     vm_.create_kernel_pit();
   } else {
@@ -191,15 +216,39 @@ Machine::Machine(Config config)
   } catch (const std::invalid_argument& e) {
     throw VmmError(ExitCode::kUsage, e.what());
   }
-  vcpu_ = std::make_unique<Vcpu>(vm_, 0, bus_, [this](ExitCode code, const std::string& why) {
-    request_stop(code, why);
-  });
-  vcpu_->configure(k.boot_state, cpuid);
-  vcpu_->cpu_affinity(config_.cpu_affinity.vcpu);
-  vcpu_->mmio_bus(&mmio_bus_);
+  {
+    const int max_vcpus = std::max(kvm_.check_extension(KVM_CAP_MAX_VCPUS),
+                                   kvm_.check_extension(KVM_CAP_NR_VCPUS));
+    if (max_vcpus > 0 && config_.cpus > static_cast<std::uint32_t>(max_vcpus)) {
+      throw VmmError(ExitCode::kUsage, "--cpus " + std::to_string(config_.cpus) +
+                                           ": this host's KVM allows at most " +
+                                           std::to_string(max_vcpus));
+    }
+  }
+  for (std::uint32_t i = 0; i < config_.cpus; ++i) {
+    auto vcpu = std::make_unique<Vcpu>(vm_, static_cast<int>(i), bus_,
+                                       [this](ExitCode code, const std::string& why) {
+                                         request_stop(code, why);
+                                       });
+    std::vector<kvm_cpuid_entry2> own;
+    try {
+      own = cpuid_for_vcpu(cpuid, i, config_.cpus);
+    } catch (const std::invalid_argument& e) {
+      throw VmmError(ExitCode::kUsage, e.what());
+    }
+    if (i == 0) {
+      vcpu->configure(k.boot_state, own);
+    } else {
+      vcpu->configure_ap(own);
+    }
+    vcpu->cpu_affinity(config_.cpu_affinity.vcpu);
+    vcpu->mmio_bus(&mmio_bus_);
+    vcpus_.push_back(std::move(vcpu));
+  }
   if (vcpu_timers_) {
-    vcpu_timers_->set_wake([this] { vcpu_->interrupt(); });
-    vcpu_->host_timers(vcpu_timers_.get());
+    // The PIT's hosted timers live on the boot CPU, the one that takes the 8259's interrupts.
+    vcpu_timers_->set_wake([this] { vcpus_[0]->interrupt(); });
+    vcpus_[0]->host_timers(vcpu_timers_.get());
   }
 
   // Before run() starts the vCPU thread, so that it and every later thread inherit the mask.
@@ -244,9 +293,24 @@ std::unique_ptr<ControlSocket> Machine::make_control_socket() {
 
 Machine::~Machine() {
   stop_signals_.reset();
-  if (vcpu_) {
-    vcpu_->request_stop();
-    vcpu_->join();
+  for (auto& v : vcpus_) v->request_stop();
+  for (auto& v : vcpus_) v->join();
+}
+
+void Machine::flush_guest_page(std::uint64_t page_gpa) noexcept {
+  const GuestMemory mem = vm_.memory();
+  if (!mem.contains(page_gpa, kTestdevPageBytes)) {
+    // QEMU maps nothing for an address outside RAM and does nothing; so do we, counted.
+    flushes_outside_ram_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  // QEMU takes the page away (PROT_NONE) and gives it back. Read-only is enough to make the
+  // kernel invalidate KVM's mapping of it (mprotect runs the MMU notifiers), and another vCPU
+  // that reads the page in between does not fault.
+  void* host = mem.slice(page_gpa, kTestdevPageBytes).data();
+  if (::mprotect(host, kTestdevPageBytes, PROT_READ) != 0 ||
+      ::mprotect(host, kTestdevPageBytes, PROT_READ | PROT_WRITE) != 0) {
+    spdlog::warn("pc-testdev: flush of page {:#x}: mprotect: {}", page_gpa, std::strerror(errno));
   }
 }
 
@@ -266,13 +330,13 @@ void Machine::request_stop_status(int status, const std::string& why) {
     exit_status_ = status;
     exit_reason_ = why;
   }
-  if (vcpu_) vcpu_->request_stop();
+  for (auto& v : vcpus_) v->request_stop();
   loop_->stop();
 }
 
 void Machine::pause() {
   if (vm_clock_.paused()) return;
-  vcpu_->pause();
+  for (auto& v : vcpus_) v->pause();
   // Before vm_clock stops: an edge the kernel fired after the stop would be re-armed on resume.
   if (pit_train_) pit_train_->suspend();
   vm_clock_.pause();
@@ -284,7 +348,7 @@ void Machine::resume() {
   vm_clock_.resume();
   if (pit_train_) pit_train_->resume();
   dynticks_->rearm();
-  vcpu_->resume();
+  for (auto& v : vcpus_) v->resume();
 }
 
 int Machine::run() {
@@ -305,14 +369,14 @@ int Machine::run() {
     duration_timer_.arm_at(start_mono_ +
                            timers::Nanos{static_cast<std::int64_t>(*config_.duration_s * 1e9)});
   }
-  vcpu_->start();
+  for (auto& v : vcpus_) v->start();
   const bool ok = loop_->run();
   if (!ok) {
     spdlog::error("main loop failed: {}", std::strerror(errno));
     request_stop(ExitCode::kHostFailure, "main loop failed");
   }
-  vcpu_->request_stop();
-  vcpu_->join();
+  for (auto& v : vcpus_) v->request_stop();
+  for (auto& v : vcpus_) v->join();
   uart_.flush();
   console_input_.reset();  // restores the terminal before the summary is printed
   report_ = collect_report();
@@ -385,7 +449,9 @@ RunReport Machine::collect_report() const {
   if (const pid_t loop_tid = loop_tid_.load(std::memory_order_acquire); loop_tid != 0) {
     if (const auto c = thread_context_switches(loop_tid)) r.thread_ctx_switches["loop"] = *c;
   }
-  if (vcpu_) r.thread_ctx_switches["vcpu0"] = vcpu_->stats().ctx_switches;
+  for (const auto& v : vcpus_) {
+    r.thread_ctx_switches["vcpu" + std::to_string(v->index())] = v->stats().ctx_switches;
+  }
 
   for (std::size_t i = 0; i < static_cast<std::size_t>(timers::Syscall::kCount); ++i) {
     const auto s = static_cast<timers::Syscall>(i);
@@ -445,6 +511,22 @@ RunReport Machine::collect_report() const {
                           {"bad_accesses", k.bad_accesses}};
     r.devices["debug_exit"] = {{"exit_requests", debug_exit_.exit_requests()}};
     r.devices["post_port"] = {{"writes", post_port_.writes()}};
+    const auto fc = fw_cfg_.stats();
+    r.devices["fw_cfg"] = {{"selects", fc.selects},
+                           {"unknown_selects", fc.unknown_selects},
+                           {"data_reads", fc.data_reads},
+                           {"reads_past_end", fc.reads_past_end},
+                           {"ignored_writes", fc.ignored_writes},
+                           {"bad_accesses", fc.bad_accesses}};
+    const auto ti = testdev_irq_->stats();
+    r.devices["pc_testdev"] = {
+        {"echo_bad_accesses", testdev_port_.bad_accesses()},
+        {"page_flushes", testdev_flush_.flushes()},
+        {"page_flushes_outside_ram", flushes_outside_ram_.load(std::memory_order_relaxed)},
+        {"flush_bad_accesses", testdev_flush_.bad_accesses()},
+        {"irq_raises", ti.raises},
+        {"irq_lowers", ti.lowers},
+        {"irq_bad_accesses", ti.bad_accesses}};
     nlohmann::json unmapped = nlohmann::json::object();
     for (const auto& u2 : bus_.unmapped()) {
       unmapped[fmt::format("{:#06x}", u2.port)] = {{"reads", u2.reads}, {"writes", u2.writes}};
@@ -508,7 +590,14 @@ RunReport Machine::collect_report() const {
                      {"trial_interval", s.trial_interval},
                      {"decisions", log}};
   }
-  const VcpuStats vs = vcpu_->stats();
+  // Every vCPU's exits, summed: the report's totals cover the whole VM.
+  VcpuStats vs;
+  for (const auto& v : vcpus_) {
+    const VcpuStats one = v->stats();
+    vs.kvm_run_calls += one.kvm_run_calls;
+    for (std::size_t i = 0; i < vs.exits.size(); ++i) vs.exits[i] += one.exits[i];
+  }
+  r.vcpus = static_cast<std::uint32_t>(vcpus_.size());
   r.kvm_run_calls = vs.kvm_run_calls;
   r.console_writes = console_sink_.stats().writes;
   for (std::size_t i = 0; i < vs.exits.size(); ++i) {

@@ -2,9 +2,11 @@
 // destruction stops the vCPU before devices, devices before the VM, timers before their lists.
 //
 // Threads: constructed and run() on the main thread, which becomes the loop thread. The vCPU
-// thread reaches the Machine only through request_stop() (debug-exit, reset, triple fault).
+// threads (one per --cpus) reach the Machine only through request_stop() (debug-exit, reset,
+// triple fault), whose first call wins whichever vCPU makes it.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -15,12 +17,16 @@
 #include "devices/block_file.h"
 #include "devices/console_input.h"
 #include "devices/debug_exit.h"
+#include "devices/fw_cfg.h"
 #include "devices/i8042.h"
 #include "devices/i8254_pit.h"
 #include "devices/i8254_speaker_port.h"
 #include "devices/io_bus.h"
 #include "devices/mc146818_rtc.h"
 #include "devices/mmio_bus.h"
+#include "devices/pc_testdev_flush_page.h"
+#include "devices/pc_testdev_irq.h"
+#include "devices/pc_testdev_port.h"
 #include "devices/post_port.h"
 #include "devices/stdout_sink.h"
 #include "devices/uart_16550.h"
@@ -80,6 +86,7 @@ class Machine {
  private:
   void on_signal(int signo);
   std::unique_ptr<ControlSocket> make_control_socket();
+  void flush_guest_page(std::uint64_t page_gpa) noexcept;
 
   Config config_;
   std::vector<std::byte> kernel_image_;
@@ -119,6 +126,13 @@ class Machine {
   devices::PostPort post_port_;
   devices::I8042 i8042_;
   devices::Mc146818Rtc rtc_;
+  // kvm-unit-tests' devices (QEMU's fw_cfg and pc-testdev); the testdev's lines are GSIs 0-23.
+  devices::FwCfg fw_cfg_;
+  devices::PcTestdevPort testdev_port_;
+  devices::PcTestdevFlushPage testdev_flush_;
+  std::array<std::unique_ptr<KvmIrqLine>, devices::PcTestdevIrq::kLines> testdev_lines_;
+  std::unique_ptr<devices::PcTestdevIrq> testdev_irq_;
+  std::atomic<std::uint64_t> flushes_outside_ram_{0};
   std::unique_ptr<KernelPulseTrain> pit_train_;  // --pit-tick kernel; outlives pit_
   std::unique_ptr<devices::I8254Pit> pit_;
   std::unique_ptr<devices::I8254SpeakerPort> speaker_;
@@ -128,7 +142,8 @@ class Machine {
   devices::VirtioConsole* virtio_console_ = nullptr;  // owned by virtio_; --console virtio
   std::unique_ptr<devices::ConsoleInput> console_input_;
 
-  std::unique_ptr<Vcpu> vcpu_;
+  // vCPU 0 boots the kernel; the others wait for the guest's INIT/SIPI.
+  std::vector<std::unique_ptr<Vcpu>> vcpus_;
   timers::Timer duration_timer_;
 
   std::atomic<bool> stop_requested_{false};

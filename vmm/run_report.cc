@@ -22,6 +22,7 @@ nlohmann::json RunReport::to_json() const {
   nlohmann::json j;
   j["kernel"] = kernel;
   j["cmdline"] = cmdline;
+  j["vcpus"] = vcpus;
   j["pit"] = pit_mode;
   j["pit_tick"] = pit_tick.empty() ? nlohmann::json(nullptr) : nlohmann::json(pit_tick);
   j["irq_inject"] = irq_inject.empty() ? nlohmann::json(nullptr) : nlohmann::json(irq_inject);

@@ -17,6 +17,7 @@ namespace minivmm::vmm {
 struct RunReport {
   std::string kernel;
   std::string cmdline;
+  std::uint32_t vcpus = 1;  // --cpus; the kvm_exits and kvm_run counts sum over all of them
   std::string pit_mode;
   std::string pit_tick;  // user PIT only: "loop", "vcpu" or "kernel"
   std::string irq_inject;  // user PIT only: how IRQ0 reaches KVM, "irqfd" or "ioctl"

@@ -91,7 +91,7 @@ Vcpu::~Vcpu() {
   if (run_) ::munmap(run_, run_size_);
 }
 
-void Vcpu::configure(const X86BootState& st, const std::vector<kvm_cpuid_entry2>& cpuid) {
+void Vcpu::set_cpuid(const std::vector<kvm_cpuid_entry2>& cpuid) {
   {
     // The kernel's layout: u32 nent, u32 padding, then the entries at offset 8 — not where
     // g++ puts `kvm_cpuid2::entries` (see kvm.h).
@@ -109,7 +109,10 @@ void Vcpu::configure(const X86BootState& st, const std::vector<kvm_cpuid_entry2>
     }
     if (::ioctl(fd_.get(), kKvmSetCpuid2, c) < 0) fail("KVM_SET_CPUID2");
   }
+}
 
+void Vcpu::configure(const X86BootState& st, const std::vector<kvm_cpuid_entry2>& cpuid) {
+  set_cpuid(cpuid);
   kvm_sregs sregs{};
   if (::ioctl(fd_.get(), KVM_GET_SREGS, &sregs) < 0) fail("KVM_GET_SREGS");
   sregs.cs = to_kvm(st.cs);
@@ -138,7 +141,22 @@ void Vcpu::configure(const X86BootState& st, const std::vector<kvm_cpuid_entry2>
   regs.rbx = st.rbx;
   regs.rflags = st.rflags;
   if (::ioctl(fd_.get(), KVM_SET_REGS, &regs) < 0) fail("KVM_SET_REGS");
+  set_msrs_and_fpu();
+  set_lint(true);
+}
 
+void Vcpu::configure_ap(const std::vector<kvm_cpuid_entry2>& cpuid) {
+  set_cpuid(cpuid);
+  set_msrs_and_fpu();
+  set_lint(false);
+  // KVM already creates every vCPU but the boot CPU (id 0) in this state when the LAPIC is in
+  // the kernel; say so explicitly, so that the AP's start never depends on that default.
+  kvm_mp_state mp{};
+  mp.mp_state = KVM_MP_STATE_UNINITIALIZED;
+  if (::ioctl(fd_.get(), KVM_SET_MP_STATE, &mp) < 0) fail("KVM_SET_MP_STATE");
+}
+
+void Vcpu::set_msrs_and_fpu() {
   // MSRs a PC firmware leaves set (Firecracker's boot MSRs): memory type write-back through
   // MTRRdefType (at reset MTRRs are off, so every access would be uncached) and fast strings.
   {
@@ -163,7 +181,9 @@ void Vcpu::configure(const X86BootState& st, const std::vector<kvm_cpuid_entry2>
   fpu.fcw = 0x37f;     // x87 default control word after FNINIT
   fpu.mxcsr = 0x1f80;  // all SSE exceptions masked, as after reset
   if (::ioctl(fd_.get(), KVM_SET_FPU, &fpu) < 0) fail("KVM_SET_FPU");
+}
 
+void Vcpu::set_lint(bool extint_on_lint0) {
   // LINT0 = ExtINT and LINT1 = NMI, as a PC BIOS programs them: without it KVM's local APIC
   // keeps LINT0 masked and no 8259 interrupt ever reaches the CPU.
   kvm_lapic_state lapic{};
@@ -175,7 +195,7 @@ void Vcpu::configure(const X86BootState& st, const std::vector<kvm_cpuid_entry2>
     v |= delivery_mode << 8;
     std::memcpy(&lapic.regs[reg], &v, sizeof v);
   };
-  set_lvt(0x350, 0x7);  // LVT LINT0: ExtINT
+  if (extint_on_lint0) set_lvt(0x350, 0x7);  // LVT LINT0: ExtINT
   set_lvt(0x360, 0x4);  // LVT LINT1: NMI
   if (::ioctl(fd_.get(), KVM_SET_LAPIC, &lapic) < 0) fail("KVM_SET_LAPIC");
 }

@@ -71,6 +71,12 @@ class Vcpu {
   // Sets CPUID, registers, FPU and the local APIC's LINT0/LINT1 (ExtINT/NMI, as a PC BIOS
   // leaves them, so the 8259 reaches the CPU). Throws VmmError.
   void configure(const X86BootState& state, const std::vector<kvm_cpuid_entry2>& cpuid);
+  // An application processor: the same CPUID, MSRs, FPU and LINT1 = NMI, but LINT0 left
+  // masked (only the BSP takes the 8259's ExtINT, MP spec 3.6.2.2 / SDM 10.5.1), no registers
+  // (its INIT/SIPI sets them) and MP state wait-for-SIPI (KVM_MP_STATE_UNINITIALIZED): it runs
+  // nothing until the guest's INIT and STARTUP IPIs reach it through the in-kernel LAPIC.
+  // Throws VmmError.
+  void configure_ap(const std::vector<kvm_cpuid_entry2>& cpuid);
 
   // Host CPUs the thread may run on (empty: any). Before start(); applied by the thread itself
   // before its first KVM_RUN.
@@ -99,6 +105,9 @@ class Vcpu {
  private:
   enum class State { kRunning, kPaused, kFinished };
 
+  void set_cpuid(const std::vector<kvm_cpuid_entry2>& cpuid);
+  void set_msrs_and_fpu();
+  void set_lint(bool extint_on_lint0);
   void thread_main();
   bool run_loop();  // false: a host failure was reported
   void set_kvm_signal_mask();

@@ -56,6 +56,27 @@ Vm::Vm(const Kvm& kvm, GuestMemory ram) : kvm_(kvm), memory_(ram) {
 
 Vm::~Vm() = default;
 
+void Vm::set_pics_as_bios_leaves_them() {
+  // IBM PC/AT BIOS vector bases (SeaBIOS pic_reset(0x08, 0x70)).
+  const struct {
+    std::uint32_t chip;
+    std::uint8_t base;
+    std::uint8_t mask;
+  } pics[] = {{KVM_IRQCHIP_PIC_MASTER, 0x08, 0xfb}, {KVM_IRQCHIP_PIC_SLAVE, 0x70, 0xff}};
+  for (const auto& p : pics) {
+    kvm_irqchip chip{};
+    chip.chip_id = p.chip;
+    if (::ioctl(fd_.get(), KVM_GET_IRQCHIP, &chip) < 0) fail("KVM_GET_IRQCHIP");
+    chip.chip.pic.irq_base = p.base;
+    chip.chip.pic.imr = p.mask;
+    chip.chip.pic.init_state = 0;  // initialisation sequence complete
+    chip.chip.pic.init4 = 1;       // ICW4 was given: 8086 mode
+    chip.chip.pic.auto_eoi = 0;
+    chip.chip.pic.read_reg_select = 0;  // OCW3 reads IRR
+    if (::ioctl(fd_.get(), KVM_SET_IRQCHIP, &chip) < 0) fail("KVM_SET_IRQCHIP");
+  }
+}
+
 void Vm::create_kernel_pit() {
   kvm_.require(KVM_CAP_PIT2, "KVM_CAP_PIT2");
   kvm_pit_config config{};

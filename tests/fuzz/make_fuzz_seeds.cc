@@ -355,6 +355,28 @@ void debug_seeds(Corpus& c, const std::string& t, std::uint16_t exit_port, std::
   c.add(t, "writes", w);
 }
 
+// --- fw_cfg offsets 0-1, testdev echo 2-5, flush 6-9, IRQ lines 10-33. Config bit 0: a file. ---
+void fw_cfg_testdev_seeds(Corpus& c, const std::string& t) {
+  {
+    OpWriter w(1);  // what kvm-unit-tests does: CPU count, RAM size, key 0x11, the directory
+    for (const std::uint32_t key : {0x05u, 0x03u, 0x11u, 0x19u, 0x00u, 0x20u, 0x8000u, 0x4005u}) {
+      w.write(0, key, 2);
+      for (int i = 0; i < 10; ++i) w.read(1);
+    }
+    w.read(0, 2).read(1, 4).write(1, 0x12, 1).write(1, 0x1234, 2).write(0, 5, 4).read(1);
+    c.add(t, "fw_cfg_reads", w);
+  }
+  {
+    OpWriter w;  // realmode/emulator echo at every width, eventinj's flush, ioapic's lines
+    w.write(2, 0x12345678u, 4).read(2, 4).write(2, 0xaa).read(2, 2).write(4, 0xbbcc, 2).read(5);
+    w.write(3, 0xdeadbeefu, 4).read(3, 4).write(6, 0x401234u, 4).write(6, 0x10, 2).read(6, 4);
+    w.write(7, 0x1000u, 4);
+    for (std::uint16_t line = 0; line < 24; ++line) w.write(static_cast<std::uint16_t>(10 + line), 1);
+    w.write(24, 0).write(10 + 14, 0x80).write(10 + 2, 0x0101, 2).read(10, 4);
+    c.add(t, "testdev", w);
+  }
+}
+
 void io_bus_seeds(Corpus& c, const std::string& t) {
   c.set_prefix("pit_");
   pit_seeds(c, t, 0x40, 0x61);
@@ -391,6 +413,7 @@ int main(int argc, char** argv) {
   rtc_seeds(c, "mc146818_rtc_fuzz", 0);
   i8042_seeds(c, "i8042_fuzz", 5, 6, true);
   debug_seeds(c, "debug_exit_post_port_fuzz", 0, 4);
+  fw_cfg_testdev_seeds(c, "fw_cfg_testdev_fuzz");
   io_bus_seeds(c, "io_bus_fuzz");
   std::printf("wrote %d seeds under %s\n", c.count(), argv[1]);
   return 0;

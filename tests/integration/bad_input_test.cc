@@ -120,3 +120,35 @@ TEST(BadInputTest, HelpAndVersionSucceed) {
 
 }  // namespace
 }  // namespace minivmm::testing
+
+namespace minivmm::testing {
+namespace {
+
+TEST(BadInputTest, CpusOutsideOneToSixteenIsAOneLineUsageError) {
+  for (const char* bad : {"0", "17", "1000", "-1", "two", ""}) {
+    const RunResult r = run_minivmm({"run", "--kernel", guest_image(), "--cpus", bad}, false);
+    EXPECT_EQ(r.term_signal, 0);
+    EXPECT_EQ(r.exit_code, kUsage) << bad << ": " << r.err;
+    EXPECT_NE(r.err.find("--cpus"), std::string::npos) << r.err;
+    EXPECT_EQ(line_count(r.err), 1) << bad << ": " << r.err;
+  }
+}
+
+// Bad multiboot images are caught by loading into scratch RAM before /dev/kvm is opened, so
+// they give exit 4 on every host, with or without KVM.
+TEST(BadInputTest, BadMultibootImageFailsBeforeKvm) {
+  // A multiboot header whose checksum is wrong, at offset 0 of an otherwise empty file.
+  std::string image(4096, '\0');
+  const unsigned char header[12] = {0x02, 0xb0, 0xad, 0x1b, 0, 0, 0, 0, 1, 2, 3, 4};
+  image.replace(0, sizeof header, reinterpret_cast<const char*>(header), sizeof header);
+  const std::string path = write_temp(image);
+  const RunResult r = run_minivmm({"run", "--kernel", path}, false);
+  unlink(path.c_str());
+  EXPECT_EQ(r.term_signal, 0);
+  EXPECT_EQ(r.exit_code, kBadKernel) << r.err;
+  EXPECT_NE(r.err.find("multiboot"), std::string::npos) << r.err;
+  EXPECT_EQ(line_count(r.err), 1) << r.err;
+}
+
+}  // namespace
+}  // namespace minivmm::testing

@@ -9,7 +9,8 @@
 
 namespace minivmm::vmm {
 
-LoadedSegments load_elf_segments(const GuestMemory& mem, const ElfFile& elf) {
+LoadedSegments load_elf_segments(const GuestMemory& mem, const ElfFile& elf,
+                                 std::span<const ReservedRange> reserved) {
   LoadedSegments loaded{std::numeric_limits<std::uint64_t>::max(), 0};
   const auto& segments = elf.segments();
   // Check every segment before writing any, so a rejected image leaves RAM untouched.
@@ -21,9 +22,11 @@ LoadedSegments load_elf_segments(const GuestMemory& mem, const ElfFile& elf) {
                       " with p_memsz " + to_hex(seg.memsz) + " lies outside guest RAM of " +
                       to_hex(mem.size()) + " bytes");
     }
-    if (seg.paddr < kHighMemStart) {
-      throw BootError("ELF segment " + std::to_string(i) + " at p_paddr " + to_hex(seg.paddr) +
-                      " overlaps the low-memory boot area below " + to_hex(kHighMemStart));
+    for (const ReservedRange& r : reserved) {
+      if (seg.paddr < r.end && r.start < seg.paddr + seg.memsz) {
+        throw BootError("ELF segment " + std::to_string(i) + " at p_paddr " + to_hex(seg.paddr) +
+                        " overlaps " + r.what + " at " + to_hex(r.start) + "-" + to_hex(r.end));
+      }
     }
     loaded.start = std::min(loaded.start, seg.paddr);
     loaded.end = std::max(loaded.end, seg.paddr + seg.memsz);

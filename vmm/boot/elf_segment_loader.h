@@ -2,6 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+
+#include "vmm/boot/boot_layout.h"
 
 #include "vmm/boot/elf_file.h"
 #include "vmm/guest_memory.h"
@@ -13,9 +16,21 @@ struct LoadedSegments {
   std::uint64_t end = 0;    // highest p_paddr + p_memsz
 };
 
+// A guest-physical range [start, end) the loader's own structures use.
+struct ReservedRange {
+  std::uint64_t start;
+  std::uint64_t end;
+  const char* what;
+};
+
+// Everything below kHighMemStart: the boot GDT, page tables and info structures of the 64-bit
+// protocols.
+inline constexpr ReservedRange kLowMemoryReserved[] = {{0, kHighMemStart, "the low-memory boot area"}};
+
 // Writes each PT_LOAD's file bytes at p_paddr and zeroes the rest of p_memsz (the bss).
-// Throws BootError when there is no PT_LOAD, or a segment leaves guest RAM or reaches below
-// kHighMemStart, where the boot GDT, page tables and info structures live.
-LoadedSegments load_elf_segments(const GuestMemory& mem, const ElfFile& elf);
+// Throws BootError when there is no PT_LOAD, or a segment leaves guest RAM or overlaps one of
+// `reserved`.
+LoadedSegments load_elf_segments(const GuestMemory& mem, const ElfFile& elf,
+                                 std::span<const ReservedRange> reserved = kLowMemoryReserved);
 
 }  // namespace minivmm::vmm

@@ -88,7 +88,14 @@ LoadedKernel load_multiboot_kernel(const GuestMemory& mem, std::span<const std::
                     ", expected EM_386 (3)");
   }
   const auto map = build_e820_map(mem.size());
-  const LoadedSegments segments = load_elf_segments(mem, elf);
+  // Multiboot kernels may load below 1 MiB (kvm-unit-tests' realmode.flat is linked at
+  // 32 KiB): only what this loader writes there is off limits. The initrd goes after the image.
+  const ReservedRange reserved[] = {
+      {kGdtAddr, kGdtAddr + kPageSize, "the boot GDT and TSS"},
+      {kBootInfoAddr, kBootInfoAddr + kPageSize, "the multiboot info page"},
+      {kCmdlineAddr, kCmdlineAddr + opts.cmdline.size() + 1, "the command line"},
+  };
+  const LoadedSegments segments = load_elf_segments(mem, elf, reserved);
   const std::uint64_t entry = physical_entry(elf);
   write_cmdline(mem, kCmdlineAddr, opts.cmdline);
 

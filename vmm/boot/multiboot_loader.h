@@ -18,9 +18,11 @@ struct MultibootOptions {
   std::span<const std::byte> initrd;  // empty: no module
 };
 
+// Segments may lie anywhere in RAM, below 1 MiB included, except over the loader's GDT/TSS
+// page (0x1000), info page (0x6000) and command line (0x20000).
 // Throws BootError when there is no valid multiboot header in the first 8 KiB, the header asks
 // for something this loader cannot provide (video mode, a.out kludge), the image is not an
-// ELF32 i386 executable, or anything does not fit guest RAM.
+// ELF32 i386 executable, a segment overlaps those structures, or anything does not fit RAM.
 LoadedKernel load_multiboot_kernel(const GuestMemory& mem, std::span<const std::byte> image,
                                    const MultibootOptions& opts);
 

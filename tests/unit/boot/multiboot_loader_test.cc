@@ -192,5 +192,39 @@ TEST_F(MultibootLoaderTest, InitrdThatDoesNotFitIsRejected) {
                                 "initrd of 0x3c00000"));
 }
 
+TEST_F(MultibootLoaderTest, LoadsBelowOneMiBLikeRealmodeFlat) {
+  // realmode.flat: text at 32 KiB, data up to ~56 KiB, clear of the GDT, info page and cmdline.
+  ElfSpec spec = unit_test_spec(0);
+  spec.entry = 0x8018;
+  spec.segments = {{1, 0x8000, text_with_header(0), 0, 0x1000},
+                   {1, 0xb000, pattern_bytes(0x100, 4), 0x2a30, 0x1000}};
+  const LoadedKernel k = load(make_elf(spec));
+  EXPECT_EQ(k.entry_addr, 0x8018u);
+  EXPECT_EQ(k.load_addr, 0x8000u);
+  EXPECT_EQ(ram_.read<std::uint32_t>(0x8000), 0x1badb002u);
+  EXPECT_EQ(ram_.read<std::uint8_t>(0xb000 + 0x2a2f), 0u) << "bss zeroed";
+  EXPECT_EQ(info32(0) & 0x40u, 0x40u) << "info block (with its e820 map) still written";
+}
+
+TEST_F(MultibootLoaderTest, SegmentOverTheInfoPageIsRejected) {
+  ElfSpec spec = unit_test_spec();
+  spec.segments[1].paddr = 0x5000;  // memsz 0x5000: reaches the info page at 0x6000
+  EXPECT_TRUE(throws_boot_error([&] { load(make_elf(spec)); }, "multiboot info page"));
+}
+
+TEST_F(MultibootLoaderTest, SegmentOverTheGdtIsRejected) {
+  ElfSpec spec = unit_test_spec();
+  spec.segments[1].paddr = 0;
+  EXPECT_TRUE(throws_boot_error([&] { load(make_elf(spec)); }, "GDT"));
+}
+
+TEST_F(MultibootLoaderTest, SegmentOverTheCommandLineIsRejected) {
+  ElfSpec spec = unit_test_spec();
+  spec.segments[1].paddr = 0x1f000;
+  MultibootOptions opts;
+  opts.cmdline = "x";
+  EXPECT_TRUE(throws_boot_error([&] { load(make_elf(spec), opts); }, "command line"));
+}
+
 }  // namespace
 }  // namespace minivmm::vmm

@@ -1,0 +1,25 @@
+// The real-mode interrupt vector table a PC BIOS leaves at address 0, for kernels that start
+// from (or drop back to) real mode without firmware of their own, such as kvm-unit-tests'
+// realmode.flat. Every one of the 256 vectors points at one IRET in the BIOS ROM area, so a
+// stray interrupt or `int n` in real mode returns instead of running whatever bytes happen to
+// be at 0000:0000. No BIOS services are provided: `int 0x10` and friends return doing nothing.
+#pragma once
+
+#include <cstdint>
+
+#include "vmm/guest_memory.h"
+
+namespace minivmm::vmm {
+
+inline constexpr std::uint64_t kIvtAddr = 0;
+inline constexpr std::uint64_t kIvtBytes = 256 * 4;  // 256 far pointers (offset, segment)
+// F000:FF53, where the IBM PC/AT BIOS (and SeaBIOS, for its dummy handler) keeps an IRET.
+inline constexpr std::uint16_t kBiosIretSegment = 0xf000;
+inline constexpr std::uint16_t kBiosIretOffset = 0xff53;
+inline constexpr std::uint64_t kBiosIretAddr = 0xfff53;
+inline constexpr std::uint8_t kIretOpcode = 0xcf;
+
+// Writes the table and the IRET. Throws BootError when RAM ends below 1 MiB.
+void write_bios_ivt(const GuestMemory& mem);
+
+}  // namespace minivmm::vmm
