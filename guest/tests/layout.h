@@ -3,8 +3,9 @@
  *
  * Low memory below 0x6000 is the one window free both under minivmm (its loader writes a GDT
  * at 0x1000-0x10e7 and the multiboot info at 0x6000, vmm/boot/boot_layout.h) and under QEMU
- * (multiboot info at 0x9000, command line after the image), so the real-mode guest and the
- * SMP trampoline live there.
+ * (multiboot info at 0x9000, command line after the image), so the real-mode guest's 16-bit
+ * half (copied to 0x2000) and the SMP trampoline (copied to 0x3000) run there. Both are
+ * loaded above 1 MiB: minivmm's ELF loader refuses segments below it.
  */
 #ifndef MINIVMM_TEST_GUEST_LAYOUT_H
 #define MINIVMM_TEST_GUEST_LAYOUT_H

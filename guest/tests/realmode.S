@@ -11,7 +11,8 @@
  * WATCHDOG_VECTOR before leaving protected mode, and its IVT entry here fails the test with
  * the ticks counted so far. So an IRQ0 that never comes is a failure, not a hang.
  *
- * The image is linked below 0x6000, so CS = DS = SS = 0 reaches all of it.
+ * All of it is in .lowmem: loaded above 1 MiB, copied by realmode.c to the low-memory window
+ * it is linked for (0x2000, test_guest.ld), where CS = DS = SS = 0 reaches all of it.
  */
 #include "layout.h"
 
@@ -22,7 +23,7 @@
 #define PIC2_DATA 0xa1
 #define WATCHDOG_VECTOR 0xf0
 
-    .text
+    .section .lowmem, "awx"
     .code32
     .globl enter_real_mode
 enter_real_mode:
@@ -45,7 +46,7 @@ enter_real_mode:
     movw %ax, %ss
     movw %ax, %fs
     movw %ax, %gs
-    movw $stack_top, %sp
+    movw $rm_stack_top, %sp
     lidt ivt_descriptor
 
     /* Trap stubs on every vector either 8259 could plausibly be at. */
@@ -238,7 +239,6 @@ trap_stubs:
     .endr
     .code32
 
-    .data
 trap_vectors:
     .byte 0x08,0x09,0x0a,0x0b,0x0c,0x0d,0x0e,0x0f, 0x20,0x21,0x22,0x23,0x24,0x25,0x26,0x27
     .byte 0x28,0x29,0x2a,0x2b,0x2c,0x2d,0x2e,0x2f, 0x70,0x71,0x72,0x73,0x74,0x75,0x76,0x77
@@ -274,3 +274,7 @@ msg_timeout2:
     .asciz " ticks\nrealmode: FAIL\n"
 msg_fail:
     .asciz "\nrealmode: FAIL\n"
+
+    .balign 16
+    .space 1024
+rm_stack_top:

@@ -1,7 +1,8 @@
 /*
  * realmode.c - the 32-bit half of the real-mode guest: reads the command line while the
  * multiboot info is reachable and still intact, then drops to real mode (realmode.S) for
- * good. Linked below 0x6000 so everything stays within real mode's first 64 KiB.
+ * good. The real-mode half (.lowmem) is copied to where it is linked, below 0x6000, so
+ * everything it touches stays within real mode's first 64 KiB.
  *
  * Command line:
  *   ticks=N     IRQ0 ticks to count (default 20, 1..10000)
@@ -16,6 +17,7 @@
  */
 #include "lib.h"
 
+extern char lowmem_load[], lowmem_start[], lowmem_end[]; /* test_guest.ld */
 extern uint16_t rm_ticks, rm_divisor;
 extern uint8_t rm_vector, rm_pic_mask;
 noreturn void enter_real_mode(void);
@@ -42,6 +44,8 @@ int guest_main(uint32_t magic, const struct mb_info *mbi)
     }
     if (bad)
         return EXIT_BAD_ARGS;
+    /* Copy the real-mode half down first: the rm_* variables live in it. */
+    memcpy(lowmem_start, lowmem_load, (size_t)(lowmem_end - lowmem_start));
     rm_ticks = (uint16_t)ticks;
     rm_divisor = (uint16_t)((1193182u + (uint32_t)hz / 2) / (uint32_t)hz);
     rm_vector = (uint8_t)vector;
