@@ -9,6 +9,8 @@
 # PATTERNS  extended regular expressions separated by '@@', each of which some output line
 #           must match; at least one is required, because QEMU's own start-up errors also
 #           exit with status 1, the guest's pass status
+# TCG runs single-threaded (thread=single): an -smp 4 guest then takes one host core, not four,
+# so it does not starve the timing-sensitive tests ctest runs beside it.
 # The guest gets -M pc, isa-debug-exit at 0xf4, pc-testdev, no default devices (no NIC
 # option ROM to wait for) and -no-reboot (a triple fault ends QEMU with status 0).
 # QEMU_GUEST_TIMEOUT (seconds, default 20) bounds the run; a timeout is status 124.
@@ -25,7 +27,7 @@ if [[ -z $patterns ]]; then
   exit 2
 fi
 
-out=$(timeout "${QEMU_GUEST_TIMEOUT:-20}" "$qemu" -accel tcg -M pc -nodefaults -display none \
+out=$(timeout "${QEMU_GUEST_TIMEOUT:-20}" "$qemu" -accel tcg,thread=single -M pc -nodefaults -display none \
   -serial stdio -monitor none -no-reboot \
   -device isa-debug-exit,iobase=0xf4,iosize=4 -device pc-testdev \
   -kernel "$elf" -append "$cmdline" "$@" </dev/null 2>&1)
