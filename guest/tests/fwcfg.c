@@ -4,6 +4,10 @@
  * CPU count (0x05, 16-bit LE), max CPUs (0x0f, 16-bit LE), the file directory (0x19: a
  * big-endian count, then 64-byte entries) and an unknown key, which must read zeros.
  *
+ * It also checks the multiboot memory map (the loader's e820) against the fw_cfg RAM size:
+ * usable RAM at 0 and at 1 MiB, and the highest usable byte within 1 MiB below the RAM size
+ * (a firmware may keep a little at the top; RAM must not reach the 32-bit MMIO hole).
+ *
  * Command line: cpus=N mem=SIZE (both optional; absent means "print only").
  */
 #include "lib.h"
@@ -69,6 +73,41 @@ static uint32_t check_file_dir(void)
         }
     }
     return count;
+}
+
+/* Walks the multiboot memory map; checks it against `ram` when that is below 3 GiB. */
+static void check_memory_map(const struct mb_info *mbi, uint64_t ram)
+{
+    if (!(mbi->flags & MB_INFO_MMAP)) {
+        fail("no memory map in the multiboot info (flags bit 6)");
+        return;
+    }
+    uint32_t entries = 0;
+    bool low = false, high = false;
+    uint64_t top = 0;
+    for (uint32_t off = 0; off + 24 <= mbi->mmap_length && entries < 128; entries++) {
+        const struct mb_mmap_entry *e = (const struct mb_mmap_entry *)(mbi->mmap_addr + off);
+        const uint64_t addr = (uint64_t)e->addr_hi << 32 | e->addr_lo;
+        const uint64_t end = addr + ((uint64_t)e->len_hi << 32 | e->len_lo);
+        if (e->type == 1) {
+            low |= addr == 0 && end >= 0x80000;
+            high |= addr <= 0x100000 && end > 0x100000;
+            if (end <= 0xc0000000 && end > top)
+                top = end;
+        }
+        off += e->size + 4;
+    }
+    put_str("fwcfg: memory map ");
+    put_dec(entries);
+    put_str(" entries, usable up to ");
+    put_hex((uint32_t)top, 8);
+    put_str("\n");
+    if (!low)
+        fail("memory map: no usable RAM at 0 (at least 512 KiB)");
+    if (!high)
+        fail("memory map: no usable RAM at 1 MiB");
+    if (ram <= 0xc0000000 && (top > ram || top + 0x100000 < ram))
+        fail("memory map: usable RAM does not end within 1 MiB below the fw_cfg RAM size");
 }
 
 int guest_main(uint32_t magic, const struct mb_info *mbi);
@@ -143,6 +182,7 @@ int guest_main(uint32_t magic, const struct mb_info *mbi)
     if (unknown != 0)
         fail("unknown key 0x3fff does not read zeros");
 
+    check_memory_map(mbi, ram);
     const uint32_t files = check_file_dir();
     put_str("fwcfg: files ");
     put_dec(files);

@@ -31,8 +31,19 @@ struct mb_info {
     uint32_t mem_lower, mem_upper;
     uint32_t boot_device;
     uint32_t cmdline;
+    uint32_t mods_count, mods_addr;
+    uint32_t syms[4];
+    uint32_t mmap_length, mmap_addr;
 };
+#define MB_INFO_MEMORY (1u << 0)
 #define MB_INFO_CMDLINE (1u << 2)
+#define MB_INFO_MMAP (1u << 6)
+/* One memory map entry; `size` counts the bytes after itself (normally 20). */
+struct mb_mmap_entry {
+    uint32_t size;
+    uint32_t addr_lo, addr_hi, len_lo, len_hi;
+    uint32_t type; /* 1 = usable RAM */
+} __attribute__((packed));
 
 void put_char(char c);
 void put_str(const char *s);

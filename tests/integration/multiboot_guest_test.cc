@@ -52,6 +52,8 @@ TEST(BootMultibootGuestTest, FwCfgReportsTheCpusAndMemoryGiven) {
   EXPECT_TRUE(has(one.out, "fwcfg: signature QEMU")) << one.out;
   EXPECT_TRUE(has(one.out, "fwcfg: cpus 1 ")) << one.out;
   EXPECT_TRUE(has(one.out, "(64 MiB)")) << one.out;
+  // minivmm's e820 (vmm/boot/e820.cc) gives the guest all of RAM above 1 MiB.
+  EXPECT_TRUE(has(one.out, "fwcfg: memory map 3 entries, usable up to 0x04000000")) << one.out;
   EXPECT_TRUE(has(one.out, "fwcfg: PASS")) << one.out;
 
   const RunResult four = run_guest("fwcfg", 4, "256M", "cpus=4 mem=256M");
