@@ -38,6 +38,9 @@ VirtioBlk::~VirtioBlk() {
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
+    // What is still queued is cancelled, not run: its transport and interrupt line may already
+    // be gone (VirtioMmioDevices resets first, but nothing else has to).
+    host_ = nullptr;
   }
   work_cv_.notify_all();
   if (worker_.joinable()) worker_.join();
@@ -129,7 +132,7 @@ void VirtioBlk::worker_main() noexcept {
   std::unique_lock lock(mu_);
   for (;;) {
     work_cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
-    if (jobs_.empty()) return;  // stopping, nothing left
+    if (jobs_.empty()) return;  // stopping, nothing left (queued jobs are cancelled below)
     Job job = std::move(jobs_.front());
     jobs_.pop_front();
     running_job_ = true;

@@ -162,6 +162,13 @@ void VirtioMmioTransport::write_status(std::uint32_t value) noexcept {
   std::uint64_t features = 0;
   {
     std::lock_guard lock(mu_);
+    // 2.1.2: the driver never clears a status bit; only writing 0 resets. A write that would
+    // clear one (to re-negotiate features under live queues, say) is ignored and counted.
+    const std::uint32_t held = status_ & ~kStatusNeedsReset;
+    if ((value & held) != held) {
+      bad_accesses_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
     std::uint32_t next = value | (status_ & kStatusNeedsReset);
     if ((value & kStatusFeaturesOk) != 0 && (status_ & kStatusFeaturesOk) == 0) {
       // 3.1.1 step 5: the device refuses a subset it cannot support. Accepting a bit we did not

@@ -42,6 +42,7 @@ std::string_view queue_error_name(QueueError e) noexcept {
     case QueueError::kIndirectBadSize: return "indirect_bad_size";
     case QueueError::kIndirectOutsideRam: return "indirect_outside_ram";
     case QueueError::kIndirectWithNext: return "indirect_with_next";
+    case QueueError::kTooManyInFlight: return "too_many_in_flight";
     case QueueError::kCount: break;
   }
   return "unknown";
@@ -100,6 +101,12 @@ Virtqueue::Pop Virtqueue::pop(DescriptorChain& out) noexcept {
   if (avail_idx == next_avail_) return Pop::kEmpty;
   if (static_cast<std::uint16_t>(avail_idx - next_avail_) > size_) {
     return fail(QueueError::kAvailIndexJump);
+  }
+  // A driver owns at most `size` descriptors' worth of chains, so the device can never hold
+  // more than `size` unanswered; one that republishes heads still in flight would otherwise
+  // grow the device's queue of work without bound (QEMU: "Virtqueue size exceeded").
+  if (static_cast<std::uint16_t>(next_avail_ - next_used_) >= size_) {
+    return fail(QueueError::kTooManyInFlight);
   }
   // The ring entry and the descriptors are read after the index (the driver wrote them first).
   std::atomic_thread_fence(std::memory_order_acquire);

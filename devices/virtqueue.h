@@ -49,6 +49,7 @@ enum class QueueError : std::size_t {
   kIndirectBadSize,    // table length 0, not a multiple of 16 or above the limit
   kIndirectOutsideRam, // the table itself not inside RAM
   kIndirectWithNext,   // INDIRECT together with NEXT (forbidden, 2.7.5.3.1)
+  kTooManyInFlight,    // a chain offered while the device already holds `size` unanswered
   kCount,
 };
 

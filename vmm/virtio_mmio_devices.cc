@@ -17,6 +17,9 @@ VirtioMmioDevices::VirtioMmioDevices(const Vm& vm, loop::EventLoop& loop, device
     : vm_(vm), loop_(loop), bus_(bus), ram_(vm.memory().bytes()) {}
 
 VirtioMmioDevices::~VirtioMmioDevices() {
+  // First every device stops: a blk worker may be completing a request into its transport and
+  // interrupt line, which the slot destroys before the device (a use-after-free otherwise).
+  for (auto& slot : slots_) slot->device->reset();
   for (auto& slot : slots_) {
     const std::uint64_t notify = slot->base + devices::VirtioMmioTransport::kQueueNotify;
     for (std::size_t q = 0; q < slot->notify_fds.size(); ++q) {

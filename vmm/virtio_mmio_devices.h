@@ -70,7 +70,8 @@ class VirtioMmioDevices {
     std::string label;
     std::uint64_t base = 0;
     std::uint32_t gsi = 0;
-    // Destroyed bottom up: eventfds (unregistered), transport, irq line, device.
+    // Destroyed bottom up: eventfds (unregistered), transport, irq line, device; the devices
+    // were reset (quiesced) before any of it, in ~VirtioMmioDevices.
     std::unique_ptr<devices::VirtioDevice> device;
     std::unique_ptr<KvmIrqLine> irq;
     std::unique_ptr<devices::VirtioMmioTransport> transport;

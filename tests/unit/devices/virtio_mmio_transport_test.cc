@@ -249,6 +249,29 @@ TEST(VirtioMmioTransportTest, DriverOkWithoutFeaturesOkActivatesNothing) {
   EXPECT_EQ(r.dev.activations, 0);
 }
 
+// The reviewer's probe: writing ACK|DRIVER cleared DRIVER_OK and FEATURES_OK, new features
+// went in, and DRIVER_OK activated the live queues a second time (indexes back to 0).
+TEST(VirtioMmioTransportTest, StatusBitsAreClearedOnlyByAReset) {
+  Rig r;
+  ASSERT_EQ(r.drv.bring_up(kVirtioFVersion1, {&r.q0}), kAllOk);
+  const std::uint64_t bad_before = r.t.stats().bad_accesses;
+  const int resets_before = r.dev.resets;  // bring-up starts with one
+  r.drv.write(T::kStatus, T::kStatusAcknowledge | T::kStatusDriver);
+  EXPECT_EQ(r.drv.read(T::kStatus), kAllOk);
+  EXPECT_EQ(r.t.stats().bad_accesses, bad_before + 1);
+  r.drv.write(T::kDriverFeaturesSel, 0);
+  r.drv.write(T::kDriverFeatures, static_cast<std::uint32_t>(kDeviceFeature));
+  r.drv.write(T::kStatus, kAllOk);
+  EXPECT_EQ(r.dev.activations, 1);
+  EXPECT_EQ(r.dev.features, kVirtioFVersion1);
+  // Setting FAILED on top is allowed; writing 0 still resets.
+  r.drv.write(T::kStatus, kAllOk | T::kStatusFailed);
+  EXPECT_EQ(r.drv.read(T::kStatus), kAllOk | T::kStatusFailed);
+  r.drv.write(T::kStatus, 0);
+  EXPECT_EQ(r.drv.read(T::kStatus), 0u);
+  EXPECT_EQ(r.dev.resets, resets_before + 1);
+}
+
 TEST(VirtioMmioTransportTest, IndirectIsHonouredOnlyWhenNegotiated) {
   Rig r;
   r.drv.bring_up(kVirtioFVersion1 | kVirtioFIndirectDesc, {&r.q0});

@@ -112,6 +112,29 @@ TEST(VirtqueueTest, AvailIndexMovingMoreThanTheSizeBreaksTheQueue) {
   EXPECT_TRUE(r.q.broken());
 }
 
+// The reviewer's probe: republishing a head that is still in flight popped 800 chains from an
+// 8-entry queue with nothing answered, each one work the device queued.
+TEST(VirtqueueTest, MoreUnansweredChainsThanTheQueueHoldsBreaksTheQueue) {
+  Rig r;
+  for (int i = 0; i < kSize; ++i) {
+    r.fq.add_chain(0, {{kBuf, 8, true}});
+    ASSERT_EQ(r.q.pop(r.chain), Virtqueue::Pop::kChain) << i;
+  }
+  r.fq.add_chain(0, {{kBuf, 8, true}});  // a ninth while eight are unanswered
+  EXPECT_EQ(r.q.pop(r.chain), Virtqueue::Pop::kBroken);
+  EXPECT_EQ(r.error(QueueError::kTooManyInFlight), 1u);
+}
+
+TEST(VirtqueueTest, AnsweringMakesRoomForMoreChains) {
+  Rig r;
+  for (int i = 0; i < 4 * kSize; ++i) {
+    r.fq.add_chain(0, {{kBuf, 8, true}});
+    ASSERT_EQ(r.q.pop(r.chain), Virtqueue::Pop::kChain) << i;
+    if (i >= kSize - 1) r.q.push_used(0, 1);  // keep size - 1 in flight, then steady
+  }
+  EXPECT_EQ(r.error(QueueError::kTooManyInFlight), 0u);
+}
+
 TEST(VirtqueueTest, HeadOutOfRangeBreaksTheQueue) {
   Rig r;
   r.fq.publish(kSize);
