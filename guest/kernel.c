@@ -158,6 +158,7 @@ struct config {
     int show_cpuid;
     int blk_check;
     int virtio_console;
+    uint64_t blk_request_sectors;   /* blkreq=N: sectors per read request of blk=check */
 };
 
 /* Blanks and control characters separate words, as isspace() does for
@@ -260,6 +261,10 @@ static void parse_cmdline(const char *p, struct config *cfg)
             cfg->blk_check = 1;
         } else if (word_is(word, "console=virtio")) {
             cfg->virtio_console = 1;
+        } else if ((v = after_key(word, "blkreq="))) {
+            if (!parse_number(v, BLK_CHUNK / 512, &n) || n == 0)
+                reject(word, "blkreq must be a number of sectors in 1..2048");
+            cfg->blk_request_sectors = n;
         }
         p = word_end(v ? v : word);
     }
@@ -564,9 +569,9 @@ static uint64_t scratch_word(uint64_t j)
     return j * 0x9e3779b97f4a7c15ull + 1;
 }
 
-/* blk=check: read the whole disk (1 MiB requests) into a checksum, then
+/* blk=check: read the whole disk (1 MiB requests, or blkreq=N sectors) into a checksum, then
  * write a pattern over the last 64 sectors, flush, read it back, compare. */
-static void blk_check(void)
+static void blk_check(uint64_t request_sectors)
 {
     uintptr_t r = virtio_find(2);
     if (!r || !virtio_start(r, &vblk, 0, VQ_BLK_BASE)) {
@@ -577,8 +582,8 @@ static void blk_check(void)
     uint64_t csum = 0xcbf29ce484222325ull;
     for (uint64_t s = 0; s < sectors;) {
         uint64_t n = sectors - s;
-        if (n > BLK_CHUNK / 512)
-            n = BLK_CHUNK / 512;
+        if (n > request_sectors)
+            n = request_sectors;
         uint8_t st = blk_request(0, s, BLK_DATA_ADDR, (uint32_t)(n * 512));
         if (st) {
             puts("blk: read failed sector=");
@@ -646,7 +651,7 @@ static void wait_for_tick(uint64_t target)
 
 noreturn void kmain(const uint8_t *boot_params)
 {
-    struct config cfg = {TIMER_PIT, 250, 0, 0, 0, 0, 0, 0};
+    struct config cfg = {TIMER_PIT, 250, 0, 0, 0, 0, 0, 0, BLK_CHUNK / 512};
     uint32_t cmdline = *(const volatile uint32_t *)(boot_params + BP_CMD_LINE_PTR);
 
     serial_init();
@@ -675,7 +680,7 @@ noreturn void kmain(const uint8_t *boot_params)
         puts("\n");
     }
     if (cfg.blk_check)
-        blk_check();
+        blk_check(cfg.blk_request_sectors);
     if (cfg.fault)
         __asm__ volatile("ud2");    /* exercises the exception path */
     /* int3 in long mode is one of the instructions this host's KVM cannot emulate: it

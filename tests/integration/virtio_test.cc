@@ -153,7 +153,8 @@ TEST(BootVirtioTest, ReadOnlyDriveRefusesTheGuestsWrite) {
 TEST(BootVirtioTest, ConsoleVirtioCarriesTheBanner) {
   SKIP_WITHOUT_KVM();
   const RunResult r = run_minivmm(
-      {"run", "--kernel", guest_image(), "--cmdline", "ticks=250", "--console", "virtio"});
+      {"run", "--kernel", guest_image(), "--cmdline", "console=virtio ticks=250", "--console",
+       "virtio"});
   ASSERT_EQ(r.exit_code, kGuestSuccess) << "stderr:\n" << r.err << "\nconsole:\n" << r.out;
   EXPECT_NE(r.out.find("minivmm-guest: timer=pit"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("done 250"), std::string::npos) << r.out;

@@ -2,13 +2,20 @@
 // UART's back-pressure contract (bounded buffer, hook when room appears, nothing dropped).
 #include "devices/virtio_console.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "devices/console_input.h"
 #include "devices/virtio_mmio_transport.h"
+#include "loop/event_loop.h"
+#include "timers/dynticks.h"
+#include "timers/monotonic_clock.h"
+#include "timers/poll_timeout_alarm.h"
 #include "tests/support/fake_irq_line.h"
 #include "tests/support/fake_virtio_driver.h"
 #include "tests/support/vector_sink.h"
@@ -106,6 +113,43 @@ TEST(VirtioConsoleTest, WritableBuffersOnTheTransmitQueueAreSkipped) {
   r.drv.notify(1);
   EXPECT_EQ(r.out.str(), "");
   EXPECT_EQ(r.txq.used_idx(), 1);
+}
+
+// ConsoleInput feeding virtio-console from a pipe: the UART's back-pressure rules carry over.
+TEST(VirtioConsoleTest, ConsoleInputPausesOnAFullBufferAndResumesWhenTheGuestPostsBuffers) {
+  using namespace minivmm;
+  timers::MonotonicClock mono;
+  timers::PollTimeoutAlarm alarm;
+  timers::Dynticks dynticks{alarm, mono, {}};
+  loop::EventLoop loop{loop::make_poller(loop::PollerKind::kPpoll), dynticks};
+  auto pump = [&] {
+    loop.schedule([] {});  // a pending bottom half makes the wait's timeout zero
+    ASSERT_TRUE(loop.run_once());
+  };
+  int fds[2];
+  ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+  Rig r;
+  devices::ConsoleInputOptions options;
+  options.fd = fds[0];
+  auto input = std::make_unique<devices::ConsoleInput>(
+      loop, static_cast<devices::ConsoleRxPort&>(r.console), [] {}, options);
+  const std::string text(VirtioConsole::kRxBuffer + 44, 'k');  // 44 more than the buffer
+  ASSERT_EQ(::write(fds[1], text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  for (int i = 0; i < 40 && input->watching(); ++i) pump();
+  EXPECT_FALSE(input->watching());  // paused: the buffer is full and the guest posted nothing
+  EXPECT_EQ(r.console.rx_space(), 0u);
+  r.rxq.add_chain(0, {{kRxBuf, 512, true}});
+  r.drv.notify(0);  // takes the 256 buffered bytes; the hook schedules the resume
+  for (int i = 0; i < 10; ++i) pump();
+  EXPECT_TRUE(input->watching());
+  r.rxq.add_chain(1, {{kRxBuf + 0x400, 512, true}});
+  r.drv.notify(0);
+  EXPECT_EQ(r.console.stats().rx_bytes, text.size());  // nothing lost
+  EXPECT_EQ(input->stats().pauses, 1u);
+  EXPECT_EQ(input->stats().resumes, 1u);
+  input.reset();
+  ::close(fds[0]);
+  ::close(fds[1]);
 }
 
 }  // namespace
