@@ -69,10 +69,13 @@ void VirtioBlk::read_config(std::uint64_t offset, std::span<std::uint8_t> data) 
   }
 }
 
-void VirtioBlk::activate(VirtioQueueHost& host, std::uint64_t /*features*/) noexcept {
+void VirtioBlk::activate(VirtioQueueHost& host, std::uint64_t features) noexcept {
   {
     std::lock_guard lock(mu_);
     host_ = &host;
+    // 5.2.6.3: a driver that did not negotiate FLUSH treats the disk as write-through, so then
+    // every write is made durable before it is answered.
+    write_through_.store((features & kFFlush) == 0, std::memory_order_relaxed);
   }
   // Requests a driver queued before DRIVER_OK got no service from their notify; serve them.
   queue_notify(0);
@@ -179,8 +182,11 @@ void VirtioBlk::execute(VirtioQueueHost& host, const Job& job) noexcept {
     case kBlkTOut: {
       const auto iov = iovecs();
       ok = file_.write(offset, iov);
+      const bool sync = ok && write_through_.load(std::memory_order_relaxed);
+      if (sync) ok = file_.flush();
       std::lock_guard s(stats_mu_);
       ++stats_.writes;
+      if (sync) ++stats_.write_syncs;
       if (ok) stats_.bytes_written += r.data_bytes;
       break;
     }

@@ -33,6 +33,7 @@ struct VirtioBlkStats {
   std::uint64_t reads = 0, writes = 0, flushes = 0, get_ids = 0, discards = 0;
   std::uint64_t bytes_read = 0, bytes_written = 0, bytes_discarded = 0;
   std::uint64_t io_errors = 0;       // host syscalls that failed (answered IOERR)
+  std::uint64_t write_syncs = 0;     // writes made durable at once: FLUSH was not negotiated
   std::uint64_t unanswerable = 0;    // no usable status byte: returned with nothing written
   std::uint64_t cancelled = 0;       // queued but not started when the driver reset the device
   std::array<std::uint64_t, static_cast<std::size_t>(BlkError::kCount)> errors{};
@@ -89,6 +90,7 @@ class VirtioBlk final : public VirtioDevice {
   std::deque<Job> jobs_;             // guarded by mu_
   bool running_job_ = false;         // guarded by mu_
   bool stopping_ = false;            // guarded by mu_
+  std::atomic<bool> write_through_{false};  // FLUSH not negotiated: fdatasync every write
   DescriptorChain chain_;            // guarded by mu_ (reused buffer)
 
   mutable std::mutex stats_mu_;

@@ -125,7 +125,8 @@ BlkRequest parse_blk_request(const DescriptorChain& chain, const GuestRam& ram,
         RawDiscard seg{};
         std::memcpy(&seg, bytes.data() + off, sizeof seg);
         if (seg.flags != 0) {
-          r.error = BlkError::kBadDiscard;
+          // 5.2.6.2: unknown flags, and the unmap flag on a discard, are "unsupported".
+          r.error = BlkError::kUnsupported;
           break;
         }
         if (!in_range(seg.sector, seg.num_sectors, capacity_sectors)) {
@@ -134,7 +135,8 @@ BlkRequest parse_blk_request(const DescriptorChain& chain, const GuestRam& ram,
         }
         r.discards.push_back(DiscardSegment{seg.sector, seg.num_sectors});
       }
-      if (r.error == BlkError::kNone && read_only) r.error = BlkError::kReadOnly;
+      // A read-only drive does not offer DISCARD at all, so the request type is unsupported.
+      if (r.error == BlkError::kNone && read_only) r.error = BlkError::kUnsupported;
       break;
     }
     default:

@@ -433,9 +433,11 @@ static uintptr_t virtio_find(uint32_t device_id)
     return 0;
 }
 
-/* 3.1.1: reset, ACKNOWLEDGE|DRIVER, accept VERSION_1 only, FEATURES_OK,
- * queue `q`, DRIVER_OK. Returns 0 if the device refused. */
-static int virtio_start(uintptr_t r, struct vq *vq, uint32_t q, uintptr_t base)
+/* 3.1.1: reset, ACKNOWLEDGE|DRIVER, accept VERSION_1 and, of the low word,
+ * only `want` where offered (blk: FLUSH, bit 9, for the flush it sends),
+ * FEATURES_OK, queue `q`, DRIVER_OK. Returns 0 if the device refused. */
+static int virtio_start(uintptr_t r, struct vq *vq, uint32_t q, uintptr_t base,
+                        uint32_t want)
 {
     vwrite(r, VR_STATUS, 0);
     vwrite(r, VR_STATUS, 1);
@@ -443,8 +445,10 @@ static int virtio_start(uintptr_t r, struct vq *vq, uint32_t q, uintptr_t base)
     vwrite(r, VR_DEVICE_FSEL, 1);
     if (!(vread(r, VR_DEVICE_FEATURES) & 1))
         return 0;
+    vwrite(r, VR_DEVICE_FSEL, 0);
+    uint32_t low = vread(r, VR_DEVICE_FEATURES) & want;
     vwrite(r, VR_DRIVER_FSEL, 0);
-    vwrite(r, VR_DRIVER_FEATURES, 0);
+    vwrite(r, VR_DRIVER_FEATURES, low);
     vwrite(r, VR_DRIVER_FSEL, 1);
     vwrite(r, VR_DRIVER_FEATURES, 1);
     vwrite(r, VR_STATUS, 0xb);
@@ -514,7 +518,7 @@ static void vcon_puts(const char *s)
 static void virtio_console_start(void)
 {
     uintptr_t r = virtio_find(3);
-    if (!r || !virtio_start(r, &vcon, 1, VQ_CON_BASE)) {
+    if (!r || !virtio_start(r, &vcon, 1, VQ_CON_BASE, 0)) {
         puts("minivmm-guest: error: console=virtio: no virtio-console\n");
         debug_exit(EXIT_NO_DEVICE);
     }
@@ -574,7 +578,7 @@ static uint64_t scratch_word(uint64_t j)
 static void blk_check(uint64_t request_sectors)
 {
     uintptr_t r = virtio_find(2);
-    if (!r || !virtio_start(r, &vblk, 0, VQ_BLK_BASE)) {
+    if (!r || !virtio_start(r, &vblk, 0, VQ_BLK_BASE, 1u << 9)) {
         puts("minivmm-guest: error: blk=check: no virtio-blk\n");
         debug_exit(EXIT_NO_DEVICE);
     }

@@ -555,6 +555,7 @@ RunReport Machine::collect_report() const {
             {"discards", b.discards},     {"bytes_read", b.bytes_read},
             {"bytes_written", b.bytes_written}, {"bytes_discarded", b.bytes_discarded},
             {"io_errors", b.io_errors},   {"unanswerable", b.unanswerable},
+            {"write_syncs", b.write_syncs},
             {"cancelled", b.cancelled},   {"errors", errors}};
       }
       if (virtio_console_ != nullptr) {

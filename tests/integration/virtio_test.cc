@@ -116,7 +116,7 @@ TEST(BootVirtioTest, DiskRoundTripsThroughTheGuest) {
   ::unlink(disk.c_str());
   ASSERT_EQ(r.exit_code, kGuestSuccess) << "stderr:\n" << r.err << "\nconsole:\n" << r.out;
   EXPECT_NE(r.out.find("blk: sectors=" + std::to_string(kDiskBytes / 512) +
-                       " checksum=" + expected),
+                       " checksum=" + expected + "\n"),
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("blk: scratch ok"), std::string::npos) << r.out;

@@ -171,6 +171,37 @@ TEST(VirtioBlkTest, ReadOnlyDriveRefusesWritesAndKeepsTheFile) {
   EXPECT_EQ(r.error(BlkError::kReadOnly), 1u);
   EXPECT_EQ(r.disk.contents()[0], 1);
   EXPECT_EQ(r.submit(kBlkTIn, 0, {{kData, 512, true}}), kBlkSOk);  // reads still work
+  // DISCARD is not offered on a read-only drive: a discard is an unsupported request.
+  EXPECT_EQ(r.blk.device_features() & VirtioBlk::kFDiscard, 0u);
+  r.mem.put<std::uint64_t>(kData, 0);
+  r.mem.put<std::uint32_t>(kData + 8, 1);
+  r.mem.put<std::uint32_t>(kData + 12, 0);
+  EXPECT_EQ(r.submit(kBlkTDiscard, 0, {{kData, 16, false}}), kBlkSUnsupp);
+  EXPECT_EQ(r.disk.contents()[0], 1);
+}
+
+// 5.2.6.3: without FLUSH negotiated the driver assumes write-through; each write is synced.
+TEST(VirtioBlkTest, WritesAreSyncedWhenFlushWasNotNegotiated) {
+  Rig r;
+  EXPECT_EQ(r.submit(kBlkTOut, 1, {{kData, 512, false}}), kBlkSOk);
+  EXPECT_EQ(r.blk.stats().write_syncs, 0u);  // the rig negotiates everything offered
+  TempDisk disk;
+  FakeGuestRam mem{0x40000};
+  FakeQueue q{mem, 0x1000, 16};
+  FakeIrqLine irq;
+  VirtioBlk blk(BlockFile::open(disk.path(), false), "id", false);
+  VirtioMmioTransport t{blk, mem.ram(), irq};
+  FakeMmioDriver drv{t};
+  drv.bring_up(kVirtioFVersion1, {&q});
+  mem.put<std::uint32_t>(kHeader, kBlkTOut);
+  mem.put<std::uint32_t>(kHeader + 4, 0);
+  mem.put<std::uint64_t>(kHeader + 8, 2);
+  mem.fill(kData, 512, 0x5a);
+  q.add_chain(0, {{kHeader, 16, false}, {kData, 512, false}, {kStatus, 1, true}});
+  drv.notify(0);
+  EXPECT_EQ(mem.get<std::uint8_t>(kStatus), kBlkSOk);
+  EXPECT_EQ(blk.stats().write_syncs, 1u);
+  EXPECT_EQ(disk.contents()[2 * 512], 0x5a);
 }
 
 TEST(VirtioBlkTest, SectorsPastTheEndAreAnError) {
@@ -224,10 +255,11 @@ TEST(VirtioBlkTest, BadDiscardsAreErrors) {
   Rig r;
   r.mem.put<std::uint64_t>(kData, 0);
   r.mem.put<std::uint32_t>(kData + 8, 1);
-  r.mem.put<std::uint32_t>(kData + 12, 1);  // flags must be 0 for discard
-  EXPECT_EQ(r.submit(kBlkTDiscard, 0, {{kData, 16, false}}), kBlkSIoErr);
+  r.mem.put<std::uint32_t>(kData + 12, 1);  // the unmap flag: unsupported (5.2.6.2)
+  EXPECT_EQ(r.submit(kBlkTDiscard, 0, {{kData, 16, false}}), kBlkSUnsupp);
+  EXPECT_EQ(r.error(BlkError::kUnsupported), 1u);
   EXPECT_EQ(r.submit(kBlkTDiscard, 0, {{kData, 15, false}}), kBlkSIoErr);
-  EXPECT_EQ(r.error(BlkError::kBadDiscard), 2u);
+  EXPECT_EQ(r.error(BlkError::kBadDiscard), 1u);
   r.mem.put<std::uint32_t>(kData + 12, 0);
   r.mem.put<std::uint64_t>(kData, kDiskSectors);
   EXPECT_EQ(r.submit(kBlkTDiscard, 0, {{kData, 16, false}}), kBlkSIoErr);
