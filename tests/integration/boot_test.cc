@@ -17,13 +17,6 @@
 namespace minivmm::testing {
 namespace {
 
-#define SKIP_WITHOUT_KVM()                                                             \
-  do {                                                                                 \
-    if (auto why = kvm_unavailable_reason()) {                                         \
-      GTEST_SKIP() << "KVM boot test skipped: " << *why << " (no usable /dev/kvm here)"; \
-    }                                                                                  \
-  } while (0)
-
 // Success through isa-debug-exit: the guest writes 0, QEMU's convention makes that status 1.
 constexpr int kGuestSuccess = 1;
 

@@ -13,13 +13,6 @@
 namespace minivmm::testing {
 namespace {
 
-#define SKIP_WITHOUT_KVM()                                                             \
-  do {                                                                                 \
-    if (auto why = kvm_unavailable_reason()) {                                         \
-      GTEST_SKIP() << "KVM boot test skipped: " << *why << " (no usable /dev/kvm here)"; \
-    }                                                                                  \
-  } while (0)
-
 // isa-debug-exit statuses: (value << 1) | 1.
 constexpr int kGuestPass = 1;
 constexpr int kGuestFail = 3;

@@ -37,6 +37,14 @@ RunResult run_minivmm(const std::vector<std::string>& args, bool with_stats = tr
 // Why /dev/kvm cannot be used here, or nullopt when it can.
 std::optional<std::string> kvm_unavailable_reason();
 
+// In a KVM test: skip, saying why, where /dev/kvm cannot be used (and only there).
+#define SKIP_WITHOUT_KVM()                                                                 \
+  do {                                                                                     \
+    if (auto why = ::minivmm::testing::kvm_unavailable_reason()) {                         \
+      GTEST_SKIP() << "KVM boot test skipped: " << *why << " (no usable /dev/kvm here)";   \
+    }                                                                                      \
+  } while (0)
+
 const char* guest_image();
 
 }  // namespace minivmm::testing

@@ -15,13 +15,6 @@
 namespace minivmm::testing {
 namespace {
 
-#define SKIP_WITHOUT_KVM()                                                             \
-  do {                                                                                 \
-    if (auto why = kvm_unavailable_reason()) {                                         \
-      GTEST_SKIP() << "KVM boot test skipped: " << *why << " (no usable /dev/kvm here)"; \
-    }                                                                                  \
-  } while (0)
-
 constexpr int kUsage = 2;
 constexpr int kBadImage = 4;
 constexpr int kGuestSuccess = 1;
