@@ -1,6 +1,8 @@
 #include "devices/virtio_blk_request.h"
 
+#include <algorithm>
 #include <cstring>
+#include <span>
 
 namespace minivmm::devices {
 namespace {
@@ -57,32 +59,64 @@ BlkRequest parse_blk_request(const DescriptorChain& chain, const GuestRam& ram,
                              std::uint64_t capacity_sectors, bool read_only) {
   BlkRequest r;
   const auto& d = chain.descriptors;
-  if (d.size() < 2) {
-    r.error = d.empty() ? BlkError::kHeaderShort : BlkError::kNoStatus;
+  // The status is the chain's last byte: zero-length descriptors at the end do not hold it.
+  std::size_t last = d.size();
+  while (last > 0 && d[last - 1].len == 0) --last;
+  if (last == 0) {
+    r.error = BlkError::kNoStatus;
     return r;
   }
-  const Descriptor& status = d.back();
-  if (!status.device_writable || status.len == 0) {
+  const Descriptor& status = d[last - 1];
+  if (!status.device_writable) {
     r.error = BlkError::kStatusReadOnly;
     return r;
   }
   r.has_status = true;
-  r.status_addr = status.addr;
+  r.status_addr = status.addr + status.len - 1;  // len > 0; in RAM: the walker checked it
 
-  const Descriptor& head = d.front();
-  if (head.device_writable) {
+  if (d.front().device_writable && d.front().len > 0) {
     r.error = BlkError::kHeaderWritable;
     return r;
   }
+  // The header: the first 16 readable bytes, across descriptors if the driver split it. The
+  // walker hands out readable descriptors before writable ones (2.7.4.2), so they come first.
   RawHeader h{};
-  if (head.len < sizeof h || !ram.read_obj(head.addr, h)) {
+  auto* hb = reinterpret_cast<std::byte*>(&h);
+  std::size_t got = 0;
+  std::size_t i = 0;
+  std::uint64_t skip = 0;  // header bytes taken from d[i]
+  while (got < sizeof h && i < d.size() && !d[i].device_writable) {
+    // The status byte (the last one of the chain) is never header.
+    const std::uint64_t avail = i + 1 == last ? 0 : d[i].len;
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(avail, sizeof h - got));
+    if (n > 0 && !ram.read(d[i].addr, std::span(hb + got, n))) break;
+    got += n;
+    if (got == sizeof h) {
+      skip = n;
+      break;
+    }
+    ++i;
+  }
+  if (got < sizeof h) {
     r.error = BlkError::kHeaderShort;
     return r;
   }
   r.type = h.type;
   r.sector = h.sector;
-  r.data.assign(d.begin() + 1, d.end() - 1);
-  for (const Descriptor& x : r.data) r.data_bytes += x.len;
+  // The data: from the end of the header to just before the status byte, as (parts of)
+  // descriptors; empty pieces are dropped.
+  for (std::size_t k = i; k < last; ++k) {
+    std::uint64_t addr = d[k].addr;
+    std::uint64_t len = d[k].len;
+    if (k == i) {
+      addr += skip;
+      len -= skip;
+    }
+    if (k + 1 == last) --len;  // the status byte; d[last-1].len > 0
+    if (len == 0) continue;
+    r.data.push_back(Descriptor{addr, static_cast<std::uint32_t>(len), d[k].device_writable});
+    r.data_bytes += len;
+  }
 
   switch (h.type) {
     case kBlkTIn:

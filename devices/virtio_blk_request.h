@@ -2,11 +2,12 @@
 // the virtqueue walker already bounded against guest RAM. Pure: no I/O, no state, so every
 // malformed-request rule is unit-tested and fuzzed on its own.
 //
-// Layout accepted (what Linux and the bundled guest send): the first descriptor is the 16-byte
-// header (device-readable, at least 16 bytes), the last one is the status byte (device-writable,
-// at least 1 byte, the status goes to its first byte), everything between is data. A request
-// without a usable status descriptor cannot be answered: it is returned with 0 bytes written and
-// counted.
+// Framing is the driver's choice (virtio 1.x implies ANY_LAYOUT, 2.6.4): the header is the first
+// 16 device-readable bytes of the chain, whichever descriptors hold them, the status is the
+// chain's last byte (device-writable), and the data is everything between, so a driver may put
+// header and data, or data and status, in one buffer. Linux and the bundled guest use a
+// descriptor for each. A request whose last byte is not writable cannot be answered: it is
+// returned with 0 bytes written and counted.
 #pragma once
 
 #include <cstddef>
@@ -32,10 +33,10 @@ inline constexpr std::size_t kMaxDiscardSegments = 64;
 
 enum class BlkError : std::size_t {
   kNone,
-  kHeaderShort,           // no header descriptor, or shorter than 16 bytes
-  kHeaderWritable,        // the header is device-writable
-  kNoStatus,              // fewer than two descriptors: nowhere to put the status
-  kStatusReadOnly,        // the last descriptor is not device-writable, or empty
+  kHeaderShort,           // fewer than 16 readable bytes before the status
+  kHeaderWritable,        // the chain starts device-writable: no header
+  kNoStatus,              // an empty chain: nowhere to put the status
+  kStatusReadOnly,        // the chain's last byte is not device-writable
   kDataWrongDirection,    // IN/GET_ID data not writable, OUT/DISCARD data not readable
   kDataNotSectorMultiple, // IN/OUT data not a multiple of 512 bytes
   kOutOfRange,            // sectors past the end of the disk
@@ -55,7 +56,7 @@ struct DiscardSegment {
 struct BlkRequest {
   std::uint32_t type = 0;
   std::uint64_t sector = 0;
-  std::vector<Descriptor> data;  // between header and status
+  std::vector<Descriptor> data;  // between header and status (parts of descriptors, maybe)
   std::uint64_t data_bytes = 0;
   std::vector<DiscardSegment> discards;
   bool has_status = false;  // status_addr is a writable guest byte

@@ -237,17 +237,53 @@ TEST(VirtioBlkTest, ShortOrWritableHeaderIsAnError) {
   EXPECT_EQ(r.q.used_idx(), 2);
 }
 
+// 2.6.4: the device must not assume the framing. The reviewer's probe: an IN whose last
+// buffer held 512 data bytes and then the status byte read nothing and wrote "OK" over data[0].
+TEST(VirtioBlkTest, DataAndStatusInOneBufferAreSplitAtTheChainsLastByte) {
+  Rig r;
+  r.header(kBlkTIn, 3);
+  r.mem.fill(kData, 513, 0xee);
+  r.q.add_chain(0, {{kHeader, 16, false}, {kData, 513, true}});
+  r.drv.notify(0);
+  EXPECT_EQ(r.mem.get<std::uint8_t>(kData), 4);        // sector 3 holds 4s
+  EXPECT_EQ(r.mem.get<std::uint8_t>(kData + 511), 4);
+  EXPECT_EQ(r.mem.get<std::uint8_t>(kData + 512), kBlkSOk);
+  EXPECT_EQ(r.q.used_len(0), 513u);
+}
+
+TEST(VirtioBlkTest, HeaderAndDataInOneBufferAndASplitHeaderAreRead) {
+  Rig r;
+  // OUT with header and data in one readable buffer.
+  r.header(kBlkTOut, 5);
+  r.mem.fill(kHeader + 16, 512, 0x77);
+  r.mem.put<std::uint8_t>(kStatus, 0xee);
+  r.q.add_chain(0, {{kHeader, 16 + 512, false}, {kStatus, 1, true}});
+  r.drv.notify(0);
+  EXPECT_EQ(r.mem.get<std::uint8_t>(kStatus), kBlkSOk);
+  EXPECT_EQ(r.disk.contents()[5 * 512], 0x77);
+  // A header split 4 + 12 over two descriptors, then the data.
+  r.header(kBlkTIn, 6);
+  r.mem.put<std::uint8_t>(kStatus, 0xee);
+  r.q.add_chain(2, {{kHeader, 4, false}, {kHeader + 4, 12, false}, {kData, 512, true},
+                    {kStatus, 1, true}});
+  r.drv.notify(0);
+  EXPECT_EQ(r.mem.get<std::uint8_t>(kStatus), kBlkSOk);
+  EXPECT_EQ(r.mem.get<std::uint8_t>(kData), 7);
+}
+
 TEST(VirtioBlkTest, MissingOrReadOnlyStatusIsReturnedUnansweredAndCounted) {
   Rig r;
   r.header(kBlkTIn, 0);
-  r.q.add_chain(0, {{kHeader, 16, false}});
+  r.q.add_chain(0, {{kHeader, 0, false}});  // no byte at all
   r.drv.notify(0);
-  r.q.add_chain(2, {{kHeader, 16, false}, {kStatus, 1, false}});
+  r.q.add_chain(2, {{kHeader, 16, false}, {kStatus, 1, false}});  // last byte not writable
+  r.drv.notify(0);
+  r.q.add_chain(4, {{kHeader, 16, false}});
   r.drv.notify(0);
   EXPECT_EQ(r.error(BlkError::kNoStatus), 1u);
-  EXPECT_EQ(r.error(BlkError::kStatusReadOnly), 1u);
-  EXPECT_EQ(r.blk.stats().unanswerable, 2u);
-  EXPECT_EQ(r.q.used_idx(), 2);  // the buffers still go back
+  EXPECT_EQ(r.error(BlkError::kStatusReadOnly), 2u);
+  EXPECT_EQ(r.blk.stats().unanswerable, 3u);
+  EXPECT_EQ(r.q.used_idx(), 3);  // the buffers still go back
   EXPECT_EQ(r.q.used_len(0), 0u);
 }
 
