@@ -82,7 +82,7 @@ Machine::Machine(Config config)
                       [this](const timers::Timer::Expiry&) {
                         request_stop(ExitCode::kOk, "--duration expired");
                       }) {
-  // SIGINT/SIGTERM wait, pending, for the signal thread started at the end: a Ctrl-C during set-up
+  // SIGINT/SIGTERM/SIGHUP wait, pending, for the signal thread started at the end: a Ctrl-C during set-up
   // (after ConsoleInput made the terminal raw) must not kill the process the default way.
   try {
     StopSignals::block();
@@ -202,6 +202,9 @@ Machine::~Machine() {
 void Machine::on_signal(int signo) {
   if (signo == SIGINT) request_stop(ExitCode::kSigint, "interrupted (SIGINT)");
   if (signo == SIGTERM) request_stop(ExitCode::kSigterm, "terminated (SIGTERM)");
+  // A closed terminal or a logged-out session: nobody is left to read the console or press
+  // Ctrl-A x, so end the run in order (summary, stats, terminal restored) like SIGTERM.
+  if (signo == SIGHUP) request_stop(ExitCode::kSighup, "hang-up (SIGHUP)");
 }
 
 void Machine::request_stop(ExitCode code, const std::string& why) {
@@ -379,6 +382,10 @@ RunReport Machine::collect_report() const {
     r.devices["i8042"] = {{"reads", k.reads}, {"writes", k.writes},
                           {"reset_requests", k.reset_requests},
                           {"bad_accesses", k.bad_accesses}};
+    const auto con = console_sink_.stats();
+    r.devices["console"] = {{"writes", con.writes}, {"bytes", con.bytes},
+                            {"dropped_bytes", con.dropped_bytes}, {"errors", con.errors},
+                            {"gone", con.gone}};
     r.devices["debug_exit"] = {{"exit_requests", debug_exit_.exit_requests()}};
     r.devices["post_port"] = {{"writes", post_port_.writes()}};
     nlohmann::json unmapped = nlohmann::json::object();

@@ -17,6 +17,7 @@ sigset_t waited_set() noexcept {
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
   sigaddset(&set, quit_signal());
   return set;
 }
