@@ -205,6 +205,18 @@ void Machine::on_signal(int signo) {
   // A closed terminal or a logged-out session: nobody is left to read the console or press
   // Ctrl-A x, so end the run in order (summary, stats, terminal restored) like SIGTERM.
   if (signo == SIGHUP) request_stop(ExitCode::kSighup, "hang-up (SIGHUP)");
+  if (signo == SIGTSTP) {
+    // Ctrl-Z reaches us only as `kill -TSTP` or with a cooked terminal (raw mode turns ISIG
+    // off: Ctrl-Z is the guest's). Give the shell its terminal back, then stop as the default
+    // action would; the guest's clock runs on, and its missed ticks follow --lost-ticks.
+    devices::ConsoleInput::restore_terminal();
+    ::kill(::getpid(), SIGSTOP);
+  }
+  if (signo == SIGCONT) {
+    // Raw again, but only in the foreground: tcsetattr from a background job would stop us
+    // with SIGTTOU.
+    if (::tcgetpgrp(STDIN_FILENO) == ::getpgrp()) devices::ConsoleInput::reapply_raw_mode();
+  }
 }
 
 void Machine::request_stop(ExitCode code, const std::string& why) {
