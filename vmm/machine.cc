@@ -82,8 +82,9 @@ Machine::Machine(Config config)
                       [this](const timers::Timer::Expiry&) {
                         request_stop(ExitCode::kOk, "--duration expired");
                       }) {
-  // SIGINT/SIGTERM/SIGHUP wait, pending, for the signal thread started at the end: a Ctrl-C during set-up
-  // (after ConsoleInput made the terminal raw) must not kill the process the default way.
+  // SIGINT/SIGTERM/SIGHUP (and SIGTSTP/SIGCONT) wait, pending, for the signal thread started at
+  // the end: a Ctrl-C during set-up (after ConsoleInput made the terminal raw) must not kill the
+  // process the default way.
   try {
     StopSignals::block();
   } catch (const std::system_error& e) {

@@ -8,6 +8,7 @@
 // end of file; no socket fd is left open afterwards; and nothing crashes, throws or trips
 // ASan/UBSan.
 #include <dirent.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -19,10 +20,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
+#include <string>
 
 #include "loop/event_loop.h"
 #include "timers/dynticks.h"
@@ -145,7 +144,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     ++replies;
     const json r = json::parse(in.substr(start, nl - start), nullptr, false);
     if (r.is_discarded() || !r.is_object() || !r.contains("ok") || !r["ok"].is_boolean()) {
-      finding("a reply that is not a JSON object with a boolean ok: " + in.substr(start, nl - start));
+      finding("a reply that is not a JSON object with a boolean ok: " +
+              in.substr(start, nl - start));
     }
   }
   if (!in.empty() && in.back() != '\n') finding("a reply without its newline");

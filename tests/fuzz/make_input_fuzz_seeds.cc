@@ -57,7 +57,8 @@ std::vector<std::byte> pvh_image(bool with_note = true) {
   spec.segments = {{1, 0x1000000, t::pattern_bytes(0x800, 3), 0, 0x200000},
                    {1, 0x1200000, t::pattern_bytes(0x200, 5), 0x1000, 0x200000}};
   if (with_note) {
-    spec.segments.push_back({4, 0, t::make_note("Xen", 18, t::le_bytes<std::uint32_t>(0x1000040)), 0, 4});
+    spec.segments.push_back(
+        {4, 0, t::make_note("Xen", 18, t::le_bytes<std::uint32_t>(0x1000040)), 0, 4});
   }
   return t::make_elf(spec);
 }
@@ -71,7 +72,8 @@ std::vector<std::byte> multiboot_image(std::uint32_t flags) {
   spec.is64 = false;
   spec.machine = 3;
   spec.entry = 0x400020;
-  spec.segments = {{1, 0x400000, text, 0, 0x1000}, {1, 0x410000, t::pattern_bytes(0x40, 4), 0x2000, 0x1000}};
+  spec.segments = {{1, 0x400000, text, 0, 0x1000},
+                   {1, 0x410000, t::pattern_bytes(0x40, 4), 0x2000, 0x1000}};
   return t::make_elf(spec);
 }
 
@@ -115,9 +117,11 @@ int main(int argc, char** argv) {
       "not json\n{\"cmd\":\"\\u00e9\\ud83d\\ude00\"}\n",
   };
   int i = 0;
-  for (const std::string& r : reqs) c.add_text("control_socket_fuzz", "req-" + std::to_string(i++), r);
+  for (const std::string& r : reqs)
+    c.add_text("control_socket_fuzz", "req-" + std::to_string(i++), r);
 
-  for (const char* s : {"64M", "1G", "512MiB", "65536", "4k", "3gb", "10B", "18446744073709551615"}) {
+  for (const char* s :
+       {"64M", "1G", "512MiB", "65536", "4k", "3gb", "10B", "18446744073709551615"}) {
     c.add_text("size_parser_fuzz", s, s);
   }
   std::printf("wrote %d seeds under %s\n", c.count(), argv[1]);

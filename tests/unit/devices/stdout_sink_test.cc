@@ -1,8 +1,8 @@
 // StdoutSink against real pipes: the console whose reader went away.
 #include "devices/stdout_sink.h"
 
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -28,7 +28,8 @@ TEST(StdoutSinkTest, WritesEverythingToAPipe) {
 
 TEST(StdoutSinkTest, AClosedReaderMeansTheConsoleIsGoneAndCostsNoMoreSyscalls) {
   // As main() does: a console piped into `head` must not kill the VMM with SIGPIPE.
-  struct sigaction ign {}, old {};
+  struct sigaction ign {
+  }, old{};
   ign.sa_handler = SIG_IGN;
   ASSERT_EQ(sigaction(SIGPIPE, &ign, &old), 0);
   int p[2];

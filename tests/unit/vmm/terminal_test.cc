@@ -93,13 +93,13 @@ void die_raw(int slave, int how) {
   devices::ConsoleInput input(loop, uart, nullptr, o);
   if (!input.raw_mode()) _exit(90);
   install_crash_signal_handlers();
-  if (how == 0) raise(SIGSEGV);   // sent
-  if (how == 1) abort();          // abort()'s SIGABRT
+  if (how == 0) raise(SIGSEGV);  // sent
+  if (how == 1) abort();         // abort()'s SIGABRT
   // A real fault. Not through nullptr: UBSan would stop at the null store with exit(1), which
   // no signal handler sees.
   volatile std::uintptr_t unmapped = 8;  // volatile: nothing the compiler can reason about
   if (how == 2) *reinterpret_cast<volatile int*>(unmapped) = 1;
-  if (how == 3) raise(SIGSYS);    // what a seccomp trap delivers
+  if (how == 3) raise(SIGSYS);  // what a seccomp trap delivers
   _exit(91);
 }
 
@@ -112,8 +112,8 @@ TEST_P(TerminalCrashTest, AFatalSignalGivesTheTerminalBack) {
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   // Killed by the signal; under a sanitizer its handler reports and exits non-zero instead.
-  EXPECT_TRUE(WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) != 0 &&
-                                      WEXITSTATUS(status) < 90))
+  EXPECT_TRUE(WIFSIGNALED(status) ||
+              (WIFEXITED(status) && WEXITSTATUS(status) != 0 && WEXITSTATUS(status) < 90))
       << "status " << status;
   EXPECT_TRUE(cooked(slave_)) << "the terminal was left raw";
 }
