@@ -17,6 +17,7 @@ namespace {
 // The settings to restore, written once before g_saved_fd publishes them so that a signal
 // handler sees either nothing or a complete copy. Process-wide because a terminal is.
 termios g_saved_termios{};
+termios g_raw_termios{};
 std::atomic<int> g_saved_fd{-1};
 static_assert(std::atomic<int>::is_always_lock_free, "restore_terminal must be signal-safe");
 
@@ -53,7 +54,10 @@ ConsoleInput::ConsoleInput(loop::EventLoop& loop, std::unique_ptr<ConsoleRxPort>
 ConsoleInput::~ConsoleInput() {
   uart_.set_on_rx_space(nullptr);
   stop_watching();
-  if (raw_) restore_terminal();
+  if (raw_) {
+    restore_terminal();
+    g_saved_fd.store(-1, std::memory_order_release);  // left for good: no reapply, no restore
+  }
 }
 
 void ConsoleInput::enter_raw_mode() {
@@ -71,6 +75,7 @@ void ConsoleInput::enter_raw_mode() {
   raw.c_cc[VMIN] = 1;
   raw.c_cc[VTIME] = 0;
   g_saved_termios = saved;
+  g_raw_termios = raw;
   g_saved_fd.store(options_.fd, std::memory_order_release);
   if (::tcsetattr(options_.fd, TCSANOW, &raw) != 0) {
     spdlog::warn("console: tcsetattr failed ({}); leaving the terminal as it is", errno);
@@ -84,6 +89,12 @@ void ConsoleInput::restore_terminal() noexcept {
   const int fd = g_saved_fd.load(std::memory_order_acquire);
   if (fd < 0) return;
   ::tcsetattr(fd, TCSANOW, &g_saved_termios);
+}
+
+void ConsoleInput::reapply_raw_mode() noexcept {
+  const int fd = g_saved_fd.load(std::memory_order_acquire);
+  if (fd < 0) return;
+  ::tcsetattr(fd, TCSANOW, &g_raw_termios);
 }
 
 void ConsoleInput::start_watching() {

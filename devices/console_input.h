@@ -70,6 +70,10 @@ class ConsoleInput {
   // Puts back the terminal settings saved when raw mode was entered, if any. Async-signal-safe
   // (tcsetattr on a copy saved beforehand); safe to call more than once.
   static void restore_terminal() noexcept;
+  // Puts the raw settings back after restore_terminal() (SIGCONT after a job-control stop: the
+  // shell had the terminal meanwhile). Async-signal-safe; a no-op if raw mode was never entered
+  // or has been left for good (destructor).
+  static void reapply_raw_mode() noexcept;
 
   bool watching() const noexcept { return watching_; }
   bool at_eof() const noexcept { return eof_; }

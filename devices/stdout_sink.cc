@@ -8,6 +8,10 @@ namespace minivmm::devices {
 
 void StdoutSink::write(std::span<const std::uint8_t> bytes) noexcept {
   std::size_t done = 0;
+  if (gone_.load(std::memory_order_relaxed)) {
+    dropped_.fetch_add(bytes.size(), std::memory_order_relaxed);
+    return;
+  }
   while (done < bytes.size()) {
     const ssize_t n = ::write(fd_, bytes.data() + done, bytes.size() - done);
     writes_.fetch_add(1, std::memory_order_relaxed);
@@ -24,6 +28,7 @@ void StdoutSink::write(std::span<const std::uint8_t> bytes) noexcept {
       const int ready = ::poll(&p, 1, static_cast<int>(kMaxWait.count()));
       if (ready > 0 && (p.revents & POLLOUT)) continue;
     }
+    if (n < 0 && errno == EPIPE) gone_.store(true, std::memory_order_relaxed);
     errors_.fetch_add(1, std::memory_order_relaxed);
     break;
   }
@@ -35,7 +40,8 @@ void StdoutSink::write(std::span<const std::uint8_t> bytes) noexcept {
 StdoutSinkStats StdoutSink::stats() const noexcept {
   return StdoutSinkStats{
       writes_.load(std::memory_order_relaxed), bytes_.load(std::memory_order_relaxed),
-      dropped_.load(std::memory_order_relaxed), errors_.load(std::memory_order_relaxed)};
+      dropped_.load(std::memory_order_relaxed), errors_.load(std::memory_order_relaxed),
+      gone_.load(std::memory_order_relaxed)};
 }
 
 }  // namespace minivmm::devices

@@ -116,8 +116,9 @@ Machine::Machine(Config config)
                       [this](const timers::Timer::Expiry&) {
                         request_stop(ExitCode::kOk, "--duration expired");
                       }) {
-  // SIGINT/SIGTERM wait, pending, for the signal thread started at the end: a Ctrl-C during set-up
-  // (after ConsoleInput made the terminal raw) must not kill the process the default way.
+  // SIGINT/SIGTERM/SIGHUP (and SIGTSTP/SIGCONT) wait, pending, for the signal thread started at
+  // the end: a Ctrl-C during set-up (after ConsoleInput made the terminal raw) must not kill the
+  // process the default way.
   try {
     StopSignals::block();
   } catch (const std::system_error& e) {
@@ -317,6 +318,21 @@ void Machine::flush_guest_page(std::uint64_t page_gpa) noexcept {
 void Machine::on_signal(int signo) {
   if (signo == SIGINT) request_stop(ExitCode::kSigint, "interrupted (SIGINT)");
   if (signo == SIGTERM) request_stop(ExitCode::kSigterm, "terminated (SIGTERM)");
+  // A closed terminal or a logged-out session: nobody is left to read the console or press
+  // Ctrl-A x, so end the run in order (summary, stats, terminal restored) like SIGTERM.
+  if (signo == SIGHUP) request_stop(ExitCode::kSighup, "hang-up (SIGHUP)");
+  if (signo == SIGTSTP) {
+    // Ctrl-Z reaches us only as `kill -TSTP` or with a cooked terminal (raw mode turns ISIG
+    // off: Ctrl-Z is the guest's). Give the shell its terminal back, then stop as the default
+    // action would; the guest's clock runs on, and its missed ticks follow --lost-ticks.
+    devices::ConsoleInput::restore_terminal();
+    ::kill(::getpid(), SIGSTOP);
+  }
+  if (signo == SIGCONT) {
+    // Raw again, but only in the foreground: tcsetattr from a background job would stop us
+    // with SIGTTOU.
+    if (::tcgetpgrp(STDIN_FILENO) == ::getpgrp()) devices::ConsoleInput::reapply_raw_mode();
+  }
 }
 
 void Machine::request_stop(ExitCode code, const std::string& why) {
@@ -509,6 +525,10 @@ RunReport Machine::collect_report() const {
                           {"keyboard_overruns", k.keyboard_overruns},
                           {"mouse_bytes_dropped", k.device_bytes_dropped},
                           {"bad_accesses", k.bad_accesses}};
+    const auto con = console_sink_.stats();
+    r.devices["console"] = {{"writes", con.writes}, {"bytes", con.bytes},
+                            {"dropped_bytes", con.dropped_bytes}, {"errors", con.errors},
+                            {"gone", con.gone}};
     r.devices["debug_exit"] = {{"exit_requests", debug_exit_.exit_requests()}};
     r.devices["post_port"] = {{"writes", post_port_.writes()}};
     const auto fc = fw_cfg_.stats();

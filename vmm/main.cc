@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "vmm/crash_signals.h"
 #include "vmm/machine.h"
 #include "vmm/size_parser.h"
 #include "vmm/virtio_mmio_devices.h"
@@ -53,6 +54,7 @@ int write_stats(const minivmm::vmm::RunReport& report, const std::string& path) 
 int main(int argc, char** argv) {
   // Console output piped into `head` must not kill the VMM; the sink counts EPIPE instead.
   std::signal(SIGPIPE, SIG_IGN);
+  minivmm::vmm::install_crash_signal_handlers();  // a crash gives the terminal back
   // Logs go to stderr: stdout is the guest's console.
   auto logger = spdlog::stderr_color_mt("minivmm");
   logger->set_pattern("minivmm: %^%l%$: %v");

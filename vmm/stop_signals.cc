@@ -17,6 +17,11 @@ sigset_t waited_set() noexcept {
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
+  // Job control: the terminal has to be given back before the process stops, and taken again
+  // when it continues (Machine::on_signal).
+  sigaddset(&set, SIGTSTP);
+  sigaddset(&set, SIGCONT);
   sigaddset(&set, quit_signal());
   return set;
 }

@@ -1,5 +1,5 @@
-// SIGINT and SIGTERM turned into a callback, on a thread of their own that sleeps in
-// sigwaitinfo(). Not a signalfd on the loop: every signalfd of a process shares one wait queue
+// SIGINT, SIGTERM, SIGHUP and the job-control SIGTSTP/SIGCONT turned into a callback, on a
+// thread of their own that sleeps in sigwaitinfo(). Not a signalfd on the loop: every signalfd of a process shares one wait queue
 // that any signal to any thread wakes, so with --pit-tick vcpu the vCPU's timer signal would
 // wake the loop thread on every guest tick (each wakeup finding nothing to read). (The one
 // signalfd left is the loop's own `--alarm dynticks`; combined with --pit-tick vcpu it has that

@@ -211,8 +211,9 @@ TEST(BootDurationTest, IdleGuestRunsUntilDurationAndReportsCost) {
   EXPECT_NE(r.out.find("tick 250"), std::string::npos) << r.out;
 }
 
-// SIGINT and SIGTERM end a running guest in order (exit 130 / 143, summary and stats written),
-// whichever thread takes the PIT's expiry: the vCPU's timer signal must not get in the way.
+// SIGINT, SIGTERM and SIGHUP end a running guest in order (exit 130 / 143 / 129, summary and
+// stats written), whichever thread takes the PIT's expiry: the vCPU's timer signal must not get
+// in the way.
 class BootSignalTest : public ::testing::TestWithParam<std::tuple<int, std::string>> {};
 
 TEST_P(BootSignalTest, SignalEndsTheRunWithTheShellsStatus) {
@@ -229,11 +230,12 @@ TEST_P(BootSignalTest, SignalEndsTheRunWithTheShellsStatus) {
   ASSERT_TRUE(r.stats.has_value()) << r.err;
   EXPECT_GT((*r.stats)["guest"]["ticks_injected"].get<std::uint64_t>(), 50u);
   const auto reason = (*r.stats)["exit"]["reason"].get<std::string>();
-  EXPECT_NE(reason.find(sig == SIGINT ? "SIGINT" : "SIGTERM"), std::string::npos) << reason;
+  const char* name = sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM";
+  EXPECT_NE(reason.find(name), std::string::npos) << reason;
 }
 
 INSTANTIATE_TEST_SUITE_P(Signals, BootSignalTest,
-                         ::testing::Combine(::testing::Values(SIGINT, SIGTERM),
+                         ::testing::Combine(::testing::Values(SIGINT, SIGTERM, SIGHUP),
                                             ::testing::Values("loop", "vcpu", "kernel")));
 
 }  // namespace

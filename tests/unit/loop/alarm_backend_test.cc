@@ -60,9 +60,11 @@ TEST_P(AlarmBackendTest, OnlyTheFixedRateBaselineWakesWithNothingDue) {
   for (int i = 0; i < 400 && fired < 10; ++i) ASSERT_TRUE(loop_.run_once());
   ASSERT_EQ(fired, 10);
   if (alarm_kind() == AlarmKind::kPeriodic) {
-    // About 20 in 30 ms on a quiet host; a loaded one merges 1 ms expirations (a timerfd's
-    // overrun count, a coalesced signal), so only a few are certain (9 seen at load 7.5).
-    EXPECT_GE(dynticks_.stats().false_wakeups, 3u);
+    // ~20 in-between wakeups on an idle host; a busy one (2 cores shared with other builds at a
+    // load average of 10, or a ThreadSanitizer build) merges overrun expiries into one wakeup
+    // and wakes late, when the 3 ms timer is due anyway: fewer than 5 were seen. Any at all
+    // tells the baseline from the deadline-driven backends, which have none.
+    EXPECT_GE(dynticks_.stats().false_wakeups, 1u);
   } else {
     // Only a late wakeup (this host is a busy VM) can leave a stale expiry behind: the clamp
     // re-arms one-shot, but a timer signal already queued by the periodic arm stays queued.

@@ -568,7 +568,8 @@ TEST_F(ControlSocketTest, ManyHalfLinesThenHangUpsLeaveNothingBehind) {
 
 // Connects, pumping the loop while the listen backlog is full (a non-blocking connect to a
 // UNIX socket fails with EAGAIN then).
-std::unique_ptr<Client> connect_pumping(const std::string& path, const std::function<void()>& pump) {
+std::unique_ptr<Client> connect_pumping(const std::string& path,
+                                        const std::function<void()>& pump) {
   for (int i = 0; i < 100; ++i) {
     auto c = std::make_unique<Client>(path);
     if (c->fd >= 0) return c;

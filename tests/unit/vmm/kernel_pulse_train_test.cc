@@ -78,12 +78,16 @@ struct Rig {
 TEST(KernelPulseTrainTest, DeliversEveryEdgeWithoutAnyThreadOfOurs) {
   Rig r;
   const Nanos period = 1ms;
-  std::uint64_t ms = 0;
-  ASSERT_TRUE(r.train.start(r.vm.now() + period, period));
+  std::uint64_t edges = 0;
+  // No pumping: 64 slots polled once cover 64 ms, and the kernel fires them alone. The window
+  // spans start() (whose first slots fire while it arms the rest: slow under ThreadSanitizer)
+  // to the count.
+  const std::uint64_t ms = elapsed_ms([&] {
+    ASSERT_TRUE(r.train.start(r.vm.now() + period, period));
+    std::this_thread::sleep_for(40ms);
+    edges = r.take_edges();
+  });
   ASSERT_EQ(r.attached.size(), 1u);
-  // No pumping: 64 slots polled once cover 64 ms, and the kernel fires them alone.
-  ms = elapsed_ms([] { std::this_thread::sleep_for(40ms); });
-  const std::uint64_t edges = r.take_edges();
   EXPECT_GE(edges, 30u);
   EXPECT_LE(edges, std::min<std::uint64_t>(ms + 2, 64));
   // Edges keep landing while we look: the count lies between the two eventfd readings.
@@ -101,9 +105,12 @@ TEST(KernelPulseTrainTest, DeliversEveryEdgeWithoutAnyThreadOfOurs) {
 TEST(KernelPulseTrainTest, RefillsKeepTheScheduleGoing) {
   Rig r;
   const Nanos period = 1ms;
-  ASSERT_TRUE(r.train.start(r.vm.now() + period, period));
-  const std::uint64_t ms = elapsed_ms([&] { r.pump(200ms); });  // three rounds' worth
-  const std::uint64_t delivered = r.train.delivered();
+  std::uint64_t delivered = 0;
+  const std::uint64_t ms = elapsed_ms([&] {  // start() to the count
+    ASSERT_TRUE(r.train.start(r.vm.now() + period, period));
+    r.pump(200ms);  // three rounds' worth
+    delivered = r.train.delivered();
+  });
   EXPECT_GE(delivered, 150u);
   EXPECT_LE(delivered, ms + 2);
   const auto s = r.train.stats();
@@ -194,9 +201,14 @@ TEST(KernelPulseTrainTest, Read2ClearsTheTimerfdsWhereAioReadsAreMissing) {
   // Kernels before 6.10 cannot AIO-read a timerfd; the refill then reads each fired slot itself.
   Rig r(false);
   const Nanos period = 1ms;
-  ASSERT_TRUE(r.train.start(r.vm.now() + period, period));
-  const std::uint64_t ms = elapsed_ms([&] { r.pump(200ms); });
-  const std::uint64_t delivered = r.train.delivered();
+  // The window spans start() to the count: an edge due before it opened, or delivered after it
+  // closed, would break the upper bound on a slow host (a ThreadSanitizer build saw 205 vs 203).
+  std::uint64_t delivered = 0;
+  const std::uint64_t ms = elapsed_ms([&] {
+    ASSERT_TRUE(r.train.start(r.vm.now() + period, period));
+    r.pump(200ms);
+    delivered = r.train.delivered();
+  });
   EXPECT_GE(delivered, 150u);
   EXPECT_LE(delivered, ms + 2);
   EXPECT_EQ(r.train.stats().missed, 0u);
