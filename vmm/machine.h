@@ -43,7 +43,7 @@
 #include "vmm/config.h"
 #include "vmm/control_socket.h"
 #include "vmm/exit_code.h"
-#include "vmm/guest_ram.h"
+#include "vmm/guest_ram_mapping.h"
 #include "vmm/kvm.h"
 #include "vmm/kernel_pulse_train.h"
 #include "vmm/kvm_irq_line.h"
@@ -91,7 +91,7 @@ class Machine {
   Config config_;
   std::vector<std::byte> kernel_image_;
   std::vector<std::byte> initrd_image_;
-  GuestRam ram_;
+  GuestRamMapping ram_;
   LoadedKernel kernel_;  // loaded into ram_ before KVM exists
 
   timers::MonotonicClock mono_;

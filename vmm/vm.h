@@ -16,7 +16,7 @@ namespace minivmm::vmm {
 
 class Vm {
  public:
-  // Creates the VM with `ram` (a GuestRam's view, which must outlive the Vm) as its memory at
+  // Creates the VM with `ram` (a GuestRamMapping's view, which must outlive the Vm) as its memory at
   // guest physical 0, the TSS/identity-map pages Intel's real-mode emulation needs, and the
   // in-kernel irqchip. Throws VmmError.
   Vm(const Kvm& kvm, GuestMemory ram);

@@ -16,7 +16,7 @@
 
 #include "vmm/boot/boot_error.h"
 #include "vmm/boot/loaded_kernel.h"
-#include "vmm/guest_ram.h"
+#include "vmm/guest_ram_mapping.h"
 
 namespace minivmm::fuzz {
 
@@ -35,8 +35,8 @@ inline bool split_loader_input(const std::uint8_t* data, std::size_t size, Loade
 }
 
 // One 64 MiB guest, reused: MAP_NORESERVE, so only the pages loaders touch cost memory.
-inline const vmm::GuestRam& fuzz_ram() {
-  static const vmm::GuestRam ram(64ull << 20);
+inline const vmm::GuestRamMapping& fuzz_ram() {
+  static const vmm::GuestRamMapping ram(64ull << 20);
   return ram;
 }
 

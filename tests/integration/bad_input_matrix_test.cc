@@ -32,7 +32,7 @@
 #include "timers/monotonic_clock.h"
 #include "timers/poll_timeout_alarm.h"
 #include "vmm/control_socket.h"
-#include "vmm/guest_ram.h"
+#include "vmm/guest_ram_mapping.h"
 #include "vmm/kernel_loader.h"
 #include "vmm/vmm_error.h"
 
@@ -404,7 +404,7 @@ std::vector<ImageCase> bad_images() {
 TEST(BadInputMatrixTest, BadKernelImagesInProcessLeakNoFd) {
   // Sanity: the untruncated images load, so each failure below is the damage's doing.
   for (const auto& good : {bzimage(), pvh_elf(), multiboot_elf()}) {
-    vmm::GuestRam ram(64ull << 20);
+    vmm::GuestRamMapping ram(64ull << 20);
     EXPECT_NO_THROW(vmm::load_kernel(ram.memory(), good, "", {}));
   }
   TempDir dir;
@@ -413,7 +413,7 @@ TEST(BadInputMatrixTest, BadKernelImagesInProcessLeakNoFd) {
     const int fds = open_fds();
     try {
       const auto image = vmm::read_file(path, vmm::to_int(vmm::ExitCode::kBadKernel));
-      vmm::GuestRam ram(64ull << 20);
+      vmm::GuestRamMapping ram(64ull << 20);
       vmm::load_kernel(ram.memory(), image, "", {});
       ADD_FAILURE() << ic.name << ": accepted";
     } catch (const vmm::VmmError& e) {

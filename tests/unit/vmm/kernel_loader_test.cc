@@ -1,5 +1,5 @@
 // load_kernel's multiboot path (what a BIOS would leave: IVT, ACPI with every CPU), and its
-// bad-image errors, which come before KVM exists (the Machine loads into its GuestRam first).
+// bad-image errors, which come before KVM exists (the Machine loads into its GuestRamMapping first).
 #include "vmm/kernel_loader.h"
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "vmm/guest_ram.h"
+#include "vmm/guest_ram_mapping.h"
 
 #include <sys/mman.h>
 
@@ -10,7 +10,7 @@
 
 namespace minivmm::vmm {
 
-GuestRam::GuestRam(std::uint64_t bytes) : bytes_(bytes) {
+GuestRamMapping::GuestRamMapping(std::uint64_t bytes) : bytes_(bytes) {
   if (bytes == 0 || bytes % 4096 != 0 || bytes > kMaxBytes) {
     throw VmmError(ExitCode::kUsage,
                    "guest memory must be a multiple of 4 KiB between 4 KiB and 3 GiB");
@@ -25,7 +25,7 @@ GuestRam::GuestRam(std::uint64_t bytes) : bytes_(bytes) {
   memory_ = GuestMemory(std::span<std::byte>(static_cast<std::byte*>(base_), bytes));
 }
 
-GuestRam::~GuestRam() {
+GuestRamMapping::~GuestRamMapping() {
   if (base_) ::munmap(base_, bytes_);
 }
 
