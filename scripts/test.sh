@@ -49,7 +49,7 @@ echo "== test (build-tsan)"
 if command -v clang++ >/dev/null; then
   echo "== configure and build (build-fuzz): libFuzzer targets"
   cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-    -DMINIVMM_SANITIZE=address,undefined -DMINIVMM_FUZZ=ON -DMINIVMM_FUZZ_SECONDS=10 \
+    -DMINIVMM_SANITIZE=address,undefined -DMINIVMM_FUZZ=ON -DMINIVMM_FUZZ_SECONDS=5 \
     -DMINIVMM_BUILD_GUEST=OFF -DMINIVMM_BUILD_BENCH=OFF >/dev/null
   cmake --build build-fuzz -j "$jobs" --target fuzzers
   echo "== test (build-fuzz)"

@@ -71,6 +71,8 @@ cat >"$fake" <<'FAKE'
 # Exits with $FAKE_STATUS, or with 143 on SIGTERM after noting it, as minivmm does.
 sleeper=''
 trap 'echo term >"$FAKE_MARK"; [[ -n $sleeper ]] && kill $sleeper; exit 143' TERM
+# Ready once the trap is in place: a SIGTERM before it would kill us without the mark.
+: >"$FAKE_MARK.ready"
 if [[ $FAKE_STATUS == sleep ]]; then
   sleep 30 >/dev/null 2>&1 </dev/null &
   sleeper=$!
@@ -97,10 +99,10 @@ expect_eq "$(status_of 130)" 0 "SIGINT'd minivmm (130 is even: never a debug-exi
 expect_has "$(cat "$tmp/err")" "terminating on signal 2" "the line the suite turns into 130"
 
 # SIGTERM to the script (timeout --foreground) reaches minivmm.
-rm -f "$tmp/mark"
+rm -f "$tmp/mark" "$tmp/mark.ready"
 FAKE_STATUS=sleep FAKE_MARK=$tmp/mark MINIVMM_BIN=$fake "$script" -kernel "$kernel" 2>"$tmp/err" &
 pid=$!
-for _ in $(seq 50); do pgrep -f "$fake" >/dev/null && break; sleep 0.05; done
+for _ in $(seq 200); do [[ -f $tmp/mark.ready ]] && break; sleep 0.05; done
 kill -TERM $pid
 wait $pid
 expect_eq "$?" 0 "SIGTERM: QEMU's 0"
