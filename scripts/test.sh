@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Sets up a fresh machine and runs the whole test suite three times: a normal build, one under
-# AddressSanitizer + UndefinedBehaviorSanitizer, one under ThreadSanitizer; then the fuzzers.
-# KVM boot tests (label kvm) run wherever /dev/kvm opens and skip with a message elsewhere.
-# Build dirs: build/, build-asan/, build-tsan/, build-fuzz/.
+# AddressSanitizer + UndefinedBehaviorSanitizer (clang, which also builds the libFuzzer targets
+# and runs them), one under ThreadSanitizer. KVM boot tests (label kvm) run wherever /dev/kvm
+# opens and skip with a message elsewhere. Build dirs: build/, build-asan/, build-tsan/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -18,11 +18,27 @@ run_suite() {
   (cd "$dir" && ctest -j "$jobs" --output-on-failure -LE 'linux|fuzz|kvm-unit-tests')
 }
 
-# -O2 without debug info (GCC 12 at -O3 warns falsely inside std::vector) and a sanitizer build at -O1 with line tables only: the two builds
-# dominate the suite's time on a 2-core machine, and full -g roughly doubles compile time.
+# -O2 without debug info (GCC 12 at -O3 warns falsely inside std::vector) and sanitizer builds at
+# -O1 with line tables only: the builds dominate the suite's time on a 2-core machine, and full
+# -g roughly doubles compile time.
 run_suite build -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG"
-run_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
-  -DMINIVMM_SANITIZE=address,undefined -DMINIVMM_BUILD_BENCH=OFF
+
+# ASan+UBSan: one clang build serves the tests and the libFuzzer targets (libFuzzer ships with
+# clang), instead of a gcc sanitizer build and a second, fuzz-only one: a whole build less.
+# Then the fuzzers: every seed, then a short fixed run of each target (docs/fuzzing.md says how
+# to run them longer). Without clang (scripts/setup.sh installs it) gcc builds the tests alone.
+if command -v clang++ >/dev/null; then
+  run_suite build-asan -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+    -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
+    -DMINIVMM_SANITIZE=address,undefined -DMINIVMM_BUILD_BENCH=OFF \
+    -DMINIVMM_FUZZ=ON -DMINIVMM_FUZZ_SECONDS=5
+  echo "== fuzz (build-asan)"
+  (cd build-asan && ctest -j "$jobs" --output-on-failure -L fuzz)
+else
+  echo "== fuzzers skipped: clang++ not found (scripts/setup.sh installs it)"
+  run_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
+    -DMINIVMM_SANITIZE=address,undefined -DMINIVMM_BUILD_BENCH=OFF
+fi
 
 # ThreadSanitizer (it cannot be combined with ASan, hence a build of its own): the threads of a
 # run (loop, vCPU, signal, control socket) share devices, timer lists and the pause state.
@@ -43,17 +59,3 @@ echo "== test (build-tsan)"
 (cd build-tsan && ctest -j "$jobs" --output-on-failure -L unit -E '^BadInput|^KernelPulseTrainTest')
 (cd build-tsan && ctest -j "$jobs" --output-on-failure -L kvm \
   -R '^PitTick/|^BootDurationTest|^Signals/BootSignalTest.*\(15,')
-
-# The device fuzzers (libFuzzer, clang, ASan+UBSan): every seed, then a short fixed run of each
-# target. docs/fuzzing.md says how to run them for longer.
-if command -v clang++ >/dev/null; then
-  echo "== configure and build (build-fuzz): libFuzzer targets"
-  cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-    -DMINIVMM_SANITIZE=address,undefined -DMINIVMM_FUZZ=ON -DMINIVMM_FUZZ_SECONDS=5 \
-    -DMINIVMM_BUILD_GUEST=OFF -DMINIVMM_BUILD_BENCH=OFF >/dev/null
-  cmake --build build-fuzz -j "$jobs" --target fuzzers
-  echo "== test (build-fuzz)"
-  (cd build-fuzz && ctest -j "$jobs" --output-on-failure -L fuzz)
-else
-  echo "== fuzzers skipped: clang++ not found (scripts/setup.sh installs it)"
-fi
