@@ -34,7 +34,10 @@ using minivmm::testing::VectorSink;
 constexpr std::uint64_t kTxBuf = 0x8000, kRxBuf = 0x9000;
 
 struct Rig {
-  Rig() { drv.bring_up(kVirtioFVersion1, {&rxq, &txq}); }
+  // `started`: the driver has brought the device up (DRIVER_OK); false leaves that to the test.
+  explicit Rig(bool started = true) {
+    if (started) drv.bring_up(kVirtioFVersion1, {&rxq, &txq});
+  }
   std::span<const std::uint8_t> bytes(const std::string& s) {
     return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
   }
@@ -92,19 +95,12 @@ TEST(VirtioConsoleTest, FullBufferRefusesInputAndTheHookFiresWhenTheGuestTakesSo
 }
 
 TEST(VirtioConsoleTest, InputBeforeTheDriverIsBufferedNotLost) {
-  FakeGuestRam mem{0x10000};
-  FakeQueue rxq{mem, 0x1000, 8}, txq{mem, 0x2000, 8};
-  VectorSink out;
-  VirtioConsole console{out};
-  FakeIrqLine irq;
-  VirtioMmioTransport t{console, mem.ram(), irq};
-  FakeMmioDriver drv{t};
-  const std::string s = "early";
-  EXPECT_EQ(console.receive({reinterpret_cast<const std::uint8_t*>(s.data()), s.size()}), 5u);
-  rxq.add_chain(0, {{kRxBuf, 16, true}});  // posted before DRIVER_OK, as Linux does
-  drv.bring_up(kVirtioFVersion1, {&rxq, &txq});
-  EXPECT_EQ(rxq.used_idx(), 1);
-  EXPECT_EQ(rxq.used_len(0), 5u);
+  Rig r(false);
+  EXPECT_EQ(r.console.receive(r.bytes("early")), 5u);
+  r.rxq.add_chain(0, {{kRxBuf, 16, true}});  // posted before DRIVER_OK, as Linux does
+  r.drv.bring_up(kVirtioFVersion1, {&r.rxq, &r.txq});
+  EXPECT_EQ(r.rxq.used_idx(), 1);
+  EXPECT_EQ(r.rxq.used_len(0), 5u);
 }
 
 TEST(VirtioConsoleTest, WritableBuffersOnTheTransmitQueueAreSkipped) {
