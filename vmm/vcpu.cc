@@ -210,8 +210,8 @@ void Vcpu::kick() noexcept {
   // immediate_exit closes the race where the signal lands just before KVM_RUN is entered.
   __atomic_store_n(&run_->immediate_exit, 1, __ATOMIC_SEQ_CST);
   if (started_) {
-    const pthread_t t = pthread_.load(std::memory_order_acquire);
-    if (t != pthread_t{}) pthread_kill(t, kick_signal());
+    std::lock_guard lock(kick_mu_);
+    if (has_pthread_) pthread_kill(pthread_, kick_signal());
   }
 }
 
@@ -260,7 +260,11 @@ VcpuStats Vcpu::stats() const noexcept {
 }
 
 void Vcpu::thread_main() {
-  pthread_.store(pthread_self(), std::memory_order_release);
+  {
+    std::lock_guard lock(kick_mu_);
+    pthread_ = pthread_self();
+    has_pthread_ = true;
+  }
   tid_.store(::gettid(), std::memory_order_release);
   timers::set_thread_syscalls(timers::vcpu_syscalls());
   // Named so that top -H, perf --per-thread and /proc tell the vCPUs from the loop.
@@ -299,6 +303,10 @@ void Vcpu::thread_main() {
     std::lock_guard lock(ctx_mu_);
     final_ctx_ = this_thread_context_switches();
     tid_.store(0, std::memory_order_release);
+  }
+  {
+    std::lock_guard lock(kick_mu_);
+    has_pthread_ = false;
   }
   std::lock_guard lock(mu_);
   state_ = State::kFinished;

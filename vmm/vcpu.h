@@ -132,7 +132,12 @@ class Vcpu {
 
   std::vector<int> cpus_;
   std::thread thread_;
-  std::atomic<pthread_t> pthread_{};
+  // The running thread's handle, for kick()'s pthread_kill; cleared (under kick_mu_) before
+  // the thread returns, because signalling a thread that has been joined is undefined (it
+  // crashed in glibc when a vCPU's debug-exit stopped a 4-vCPU run and ~Machine kicked them all).
+  std::mutex kick_mu_;
+  pthread_t pthread_{};
+  bool has_pthread_ = false;  // guarded by kick_mu_
   std::atomic<pid_t> tid_{0};  // the kernel's id of the running thread; 0 before and after
   // Written by the thread as it finishes (ctx_mu_): /proc has no entry for it after that.
   mutable std::mutex ctx_mu_;
