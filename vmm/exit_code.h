@@ -1,4 +1,4 @@
-// Process exit codes (documented in docs/exit-codes.md and the README). Odd values 1..255 other
+// Process exit codes (documented in the README, "Exit codes"). Odd values 1..255 other
 // than the ones below come from the guest through isa-debug-exit: (value << 1) | 1, as QEMU.
 // minivmm's own outcomes are even so they cannot be confused with a guest's debug-exit status,
 // except the signal ones, which follow the shell's 128 + signal convention.

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Runs a command where /dev/kvm opens, on a host where it does not: inside a Debian kernel with
+# kvm-amd, booted by QEMU under TCG (software emulation), whose emulated AMD CPU has SVM with
+# nested paging. The guest's root file system is this host's own / over 9p, so the command sees
+# the same tree, builds and binaries; its exit status is this script's.
+#
+#   scripts/nested_kvm.sh [--smp N] [--mem SIZE] -- COMMAND [ARGS...]
+#   scripts/nested_kvm.sh -- ctest --test-dir build -L '^kvm$' --output-on-failure
+#
+# Why: some machines this project runs on are themselves guests whose kernel does not bind
+# KVM (a PVM guest: "kvm-pvm: this kernel is itself a kvm-pvm guest; not binding"). The KVM
+# paths (boot, vCPU threads, irqfd/ioeventfd, in-kernel PIT) would otherwise never run there.
+# What it proves: behaviour and counts. What it does not: speed. Every guest instruction and
+# every KVM exit is emulated by TCG, the L1 kernel included, so times and CPU per tick measured
+# here say nothing about a real KVM host (docs/nested-kvm.md).
+#
+# Everything comes from Debian's archive: qemu-system-x86 (installed if missing), and the
+# kernel and busybox-static packages, unpacked (not installed) into the cache folder
+# ${MINIVMM_NESTED_CACHE:-$HOME/.cache/minivmm-nested}.
+set -euo pipefail
+
+smp=2
+mem=8G
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --smp) smp=$2; shift 2 ;;
+    --mem) mem=$2; shift 2 ;;
+    --) shift; break ;;
+    *) echo "nested_kvm.sh: unknown option '$1' (usage: nested_kvm.sh [--smp N] [--mem SIZE] -- COMMAND...)" >&2; exit 2 ;;
+  esac
+done
+if [[ $# -eq 0 ]]; then
+  echo "nested_kvm.sh: no command given (usage: nested_kvm.sh [--smp N] [--mem SIZE] -- COMMAND...)" >&2
+  exit 2
+fi
+
+cache=${MINIVMM_NESTED_CACHE:-$HOME/.cache/minivmm-nested}
+mkdir -p "$cache"
+cache=$(cd "$cache" && pwd)
+
+if ! command -v qemu-system-x86_64 >/dev/null; then
+  echo "nested_kvm.sh: installing qemu-system-x86 from Debian" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq qemu-system-x86 >/dev/null
+fi
+
+# The kernel and busybox, unpacked once. linux-image-amd64 is a metapackage: its one dependency
+# names the current kernel package.
+if [[ ! -f $cache/ready ]]; then
+  echo "nested_kvm.sh: fetching a Debian kernel and busybox-static into $cache" >&2
+  rm -rf "$cache/debs" "$cache/root"
+  mkdir -p "$cache/debs" "$cache/root"
+  kpkg=$(apt-cache depends linux-image-amd64 | sed -n 's/^ *Depends: \(linux-image-[0-9].*\)$/\1/p' | head -n1)
+  [[ -n $kpkg ]] || { echo "nested_kvm.sh: cannot find the kernel package behind linux-image-amd64" >&2; exit 1; }
+  (cd "$cache/debs" && apt-get download "$kpkg" busybox-static >/dev/null 2>&1) ||
+    { echo "nested_kvm.sh: apt-get download $kpkg busybox-static failed" >&2; exit 1; }
+  for deb in "$cache"/debs/*.deb; do dpkg-deb -x "$deb" "$cache/root"; done
+  touch "$cache/ready"
+fi
+vmlinuz=$(ls "$cache"/root/boot/vmlinuz-* | head -n1)
+kver=${vmlinuz##*/vmlinuz-}
+moddir=$cache/root/lib/modules/$kver/kernel
+busybox=$cache/root/bin/busybox
+
+# The initramfs: busybox, the modules for virtio-pci, 9p and kvm-amd (in dependency order;
+# Debian builds them all as modules), and an init that mounts the host's / and runs the job.
+if [[ ! -f $cache/initrd.gz || $0 -nt $cache/initrd.gz ]]; then
+  rm -rf "$cache/initrd"
+  mkdir -p "$cache"/initrd/{bin,mod,proc,sys,dev,mnt}
+  cp "$busybox" "$cache/initrd/bin/"
+  for m in drivers/virtio/virtio_ring drivers/virtio/virtio drivers/virtio/virtio_pci_modern_dev \
+           drivers/virtio/virtio_pci_legacy_dev drivers/virtio/virtio_pci net/9p/9pnet \
+           net/9p/9pnet_virtio fs/netfs/netfs fs/fscache/fscache fs/9p/9p virt/lib/irqbypass \
+           drivers/crypto/ccp/ccp arch/x86/kvm/kvm arch/x86/kvm/kvm-amd; do
+    cp "$moddir/$m.ko" "$cache/initrd/mod/"
+  done
+  cat >"$cache/initrd/init" <<'EOF'
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs dev /dev
+for m in virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci 9pnet \
+         9pnet_virtio netfs fscache 9p irqbypass ccp kvm kvm-amd; do
+  insmod /mod/$m.ko || echo "nested: insmod $m failed"
+done
+[ -c /dev/kvm ] || echo "nested: no /dev/kvm after loading kvm-amd"
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 hostroot /mnt || echo "nested: 9p mount failed"
+mount -t proc proc /mnt/proc
+mount -t sysfs sysfs /mnt/sys
+mount -t devtmpfs dev /mnt/dev
+mkdir -p /mnt/dev/pts /mnt/dev/shm
+# devtmpfs has no /dev/fd and std* links (udev makes them); bash's <(...) needs /dev/fd.
+ln -sf /proc/self/fd /mnt/dev/fd
+ln -sf /proc/self/fd/0 /mnt/dev/stdin
+ln -sf /proc/self/fd/1 /mnt/dev/stdout
+ln -sf /proc/self/fd/2 /mnt/dev/stderr
+mount -t devpts devpts /mnt/dev/pts
+mount -t tmpfs shm /mnt/dev/shm
+job=$(sed -n 's/.*nested_job=\([^ ]*\).*/\1/p' /proc/cmdline)
+chroot /mnt /bin/sh "$job/job.sh"
+echo $? >/mnt"$job/status"
+sync
+poweroff -f
+EOF
+  chmod +x "$cache/initrd/init"
+  (cd "$cache/initrd" && find . | "$busybox" cpio -o -H newc 2>/dev/null | gzip >"$cache/initrd.gz")
+fi
+
+# The job: the command, run in this directory with this environment's PATH and HOME, under a
+# private /tmp. Its stdout and stderr come back through the guest's serial console.
+job=$(mktemp -d "$cache/job.XXXXXX")
+trap 'rm -rf "$job"' EXIT
+{
+  echo "export PATH='$PATH' HOME='$HOME' TERM=dumb"
+  echo "mount -t tmpfs tmp /tmp"
+  printf 'cd %q || exit 125\n' "$PWD"
+  printf '%q ' "$@"
+  echo
+} >"$job/job.sh"
+
+echo "nested_kvm.sh: booting $kver with kvm-amd under QEMU TCG ($smp CPUs, $mem)" >&2
+qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "$smp" -m "$mem" \
+  -display none -no-reboot -monitor none -serial stdio \
+  -kernel "$vmlinuz" -initrd "$cache/initrd.gz" \
+  -append "console=ttyS0 quiet loglevel=3 nested_job=$job" \
+  -virtfs local,path=/,mount_tag=hostroot,security_model=passthrough,id=hostroot,multidevs=remap \
+  </dev/null | tr -d '\r' | sed -e '/^SeaBIOS\|^iPXE\|^Press Ctrl-B\|^Booting from ROM/d' -e 's/\x1b\[[0-9;?]*[a-zA-Z]//g; s/\x1bc//g'
+if [[ ! -f $job/status ]]; then
+  echo "nested_kvm.sh: the nested guest stopped without reporting the command's status" >&2
+  exit 125
+fi
+exit "$(cat "$job/status")"
