@@ -55,7 +55,7 @@ std::vector<std::byte> read_file(const std::string& path, int what_for_code) {
 
 LoadedKernel load_kernel(const GuestMemory& mem, std::span<const std::byte> image,
                          const std::string& cmdline, std::span<const std::byte> initrd,
-                         std::uint32_t cpus) {
+                         std::uint32_t cpus, std::string_view kernel_name) {
   AcpiConfig acpi_config;
   acpi_config.num_cpus = cpus;
   try {
@@ -71,8 +71,15 @@ LoadedKernel load_kernel(const GuestMemory& mem, std::span<const std::byte> imag
       }
     }
     if (multiboot) {
+      // QEMU's multiboot loader and GRUB both put the kernel's file name first; without it
+      // kvm-unit-tests took `-append ipi` as its program name and ran every vmexit test.
+      std::string full_cmdline(kernel_name);
+      if (!cmdline.empty()) {
+        if (!full_cmdline.empty()) full_cmdline += ' ';
+        full_cmdline += cmdline;
+      }
       MultibootOptions opts;
-      opts.cmdline = cmdline;
+      opts.cmdline = full_cmdline;
       opts.initrd = initrd;
       const LoadedKernel k = load_multiboot_kernel(mem, image, opts);
       // What QEMU's SeaBIOS leaves for the kernel: the IVT and, in the BIOS area where

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "vmm/boot/loaded_kernel.h"
@@ -20,9 +21,11 @@ std::vector<std::byte> read_file(const std::string& path, int what_for_code);
 
 // `cpus` goes into the MADT. Multiboot kernels also get what a BIOS leaves behind: the
 // real-mode IVT (bios_ivt.h) and the ACPI tables in the BIOS area, each unless the image
-// itself occupies that memory.
+// itself occupies that memory. A multiboot kernel's command line starts with `kernel_name`
+// (the --kernel path) when one is given, as GRUB and QEMU pass it: kvm-unit-tests takes the
+// first word as argv[0] and the rest as its arguments.
 LoadedKernel load_kernel(const GuestMemory& mem, std::span<const std::byte> image,
                          const std::string& cmdline, std::span<const std::byte> initrd,
-                         std::uint32_t cpus = 1);
+                         std::uint32_t cpus = 1, std::string_view kernel_name = {});
 
 }  // namespace minivmm::vmm

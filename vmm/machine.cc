@@ -86,7 +86,7 @@ Machine::Machine(Config config)
                         : read_file(config_.initrd_path, to_int(ExitCode::kBadKernel))),
       ram_(config_.memory_bytes),
       kernel_(load_kernel(ram_.memory(), kernel_image_, boot_cmdline(config_), initrd_image_,
-                          config_.cpus)),
+                          config_.cpus, config_.kernel_path)),
       alarm_(make_alarm(config_)),
       dynticks_(std::make_unique<timers::Dynticks>(
           *alarm_, mono_, std::vector<timers::TimerList*>{&vm_timers_, &rt_timers_},

@@ -94,6 +94,26 @@ TEST(KernelLoaderTest, KernelAtAddressZeroKeepsItsBytes) {
   EXPECT_EQ(ram.read<std::uint32_t>(0), 0x1badb002u) << "no IVT over the image";
 }
 
+std::string cmdline_at(TestRam& ram, std::uint64_t addr) {
+  std::string s;
+  for (char c; (c = static_cast<char>(ram.read<std::uint8_t>(addr))) != 0; ++addr) s += c;
+  return s;
+}
+
+TEST(KernelLoaderTest, MultibootCommandLineStartsWithTheKernelNameAsQemuGivesIt) {
+  // kvm-unit-tests takes the first word as argv[0]: `-append ipi` must reach vmexit.flat as
+  // "x86/vmexit.flat ipi", or "ipi" becomes the program name and every test runs.
+  TestRam ram(64 * kMiB);
+  const LoadedKernel k = load_kernel(ram.mem(), flat_image(), "ipi", {}, 1, "x86/vmexit.flat");
+  EXPECT_EQ(cmdline_at(ram, k.cmdline_addr), "x86/vmexit.flat ipi");
+  TestRam bare(64 * kMiB);
+  const LoadedKernel b = load_kernel(bare.mem(), flat_image(), "", {}, 1, "x86/vmexit.flat");
+  EXPECT_EQ(cmdline_at(bare, b.cmdline_addr), "x86/vmexit.flat");
+  TestRam unnamed(64 * kMiB);
+  const LoadedKernel u = load_kernel(unnamed.mem(), flat_image(), "a=1", {}, 1);
+  EXPECT_EQ(cmdline_at(unnamed, u.cmdline_addr), "a=1");
+}
+
 int check_code(const std::vector<std::byte>& image, std::uint64_t ram = 64 * kMiB) {
   try {
     TestRam scratch(ram);
