@@ -6,7 +6,6 @@
 
 #include <cctype>
 #include <chrono>
-#include <thread>
 #include <cmath>
 #include <string>
 #include <tuple>
@@ -222,8 +221,10 @@ TEST_P(BootSignalTest, SignalEndsTheRunWithTheShellsStatus) {
   Child child = start_minivmm({"run", "--kernel", guest_image(), "--cmdline",
                                "timer=pit hz=250 ticks=0", "--duration", "60",
                                "--no-console-input", "--pit-tick", pit_tick});
-  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  // A second of guest ticks ("tick 250"), so the handlers are in place and > 50 ticks exist.
+  const bool running = wait_for_console(child, "tick 250");
   ASSERT_EQ(kill(child.pid, sig), 0);
+  ASSERT_TRUE(running) << "the guest never printed its first second of ticks";
   const RunResult r = finish_minivmm(child, 20);
   EXPECT_EQ(r.term_signal, 0) << "killed instead of shutting down";
   EXPECT_EQ(r.exit_code, 128 + sig) << r.err;

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <thread>
 
@@ -71,6 +72,23 @@ Child start_minivmm(const std::vector<std::string>& args, bool with_stats) {
     _exit(127);
   }
   return c;
+}
+
+bool wait_for_console(const Child& child, const std::string& text, int timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream in(child.out_path);
+    const std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (out.find(text) != std::string::npos) return true;
+    siginfo_t info{};
+    // WNOWAIT: look without reaping; finish_minivmm collects the status.
+    if (::waitid(P_PID, static_cast<id_t>(child.pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        info.si_pid != 0) {
+      return false;  // it has exited
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
 }
 
 RunResult finish_minivmm(Child& c, int timeout_s) {

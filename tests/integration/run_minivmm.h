@@ -26,6 +26,10 @@ struct Child {
 };
 
 Child start_minivmm(const std::vector<std::string>& args, bool with_stats = true);
+// Polls the child's console (stdout) until it contains `text`; false after `timeout_s` or if
+// the child has exited. For tests that must act on a running guest: a fixed sleep is too short
+// on a slow host (a sanitizer build under nested KVM took longer than 700 ms to boot).
+bool wait_for_console(const Child& child, const std::string& text, int timeout_s = 30);
 // Waits for it to exit (killing it after `timeout_s`) and collects what it printed.
 RunResult finish_minivmm(Child& child, int timeout_s = 90);
 
