@@ -202,17 +202,14 @@ void Vcpu::set_lint(bool extint_on_lint0) {
 
 void Vcpu::start() {
   install_kick_handler();
-  started_ = true;
   thread_ = std::thread([this] { thread_main(); });
 }
 
 void Vcpu::kick() noexcept {
   // immediate_exit closes the race where the signal lands just before KVM_RUN is entered.
   __atomic_store_n(&run_->immediate_exit, 1, __ATOMIC_SEQ_CST);
-  if (started_) {
-    std::lock_guard lock(kick_mu_);
-    if (has_pthread_) pthread_kill(pthread_, kick_signal());
-  }
+  std::lock_guard lock(kick_mu_);
+  if (pthread_) pthread_kill(*pthread_, kick_signal());
 }
 
 void Vcpu::pause() {
@@ -263,7 +260,6 @@ void Vcpu::thread_main() {
   {
     std::lock_guard lock(kick_mu_);
     pthread_ = pthread_self();
-    has_pthread_ = true;
   }
   tid_.store(::gettid(), std::memory_order_release);
   timers::set_thread_syscalls(timers::vcpu_syscalls());
@@ -306,7 +302,7 @@ void Vcpu::thread_main() {
   }
   {
     std::lock_guard lock(kick_mu_);
-    has_pthread_ = false;
+    pthread_.reset();
   }
   std::lock_guard lock(mu_);
   state_ = State::kFinished;

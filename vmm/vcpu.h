@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -136,13 +137,11 @@ class Vcpu {
   // the thread returns, because signalling a thread that has been joined is undefined (it
   // crashed in glibc when a vCPU's debug-exit stopped a 4-vCPU run and ~Machine kicked them all).
   std::mutex kick_mu_;
-  pthread_t pthread_{};
-  bool has_pthread_ = false;  // guarded by kick_mu_
+  std::optional<pthread_t> pthread_;  // guarded by kick_mu_; empty before start and after exit
   std::atomic<pid_t> tid_{0};  // the kernel's id of the running thread; 0 before and after
   // Written by the thread as it finishes (ctx_mu_): /proc has no entry for it after that.
   mutable std::mutex ctx_mu_;
   ContextSwitches final_ctx_;
-  std::atomic<bool> started_{false};
   std::atomic<bool> stop_{false};
   std::atomic<bool> pause_requested_{false};
 
