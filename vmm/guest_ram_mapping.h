@@ -24,6 +24,11 @@ class GuestRamMapping {
 
   GuestMemory memory() const noexcept { return memory_; }
 
+  // How much of the mapping the host has actually backed (mincore): the guest RAM share of the
+  // process's RSS, so that the report can tell the VMM's own memory apart from the guest's.
+  // 0 when mincore fails.
+  std::uint64_t resident_bytes() const noexcept;
+
  private:
   void* base_ = nullptr;
   std::uint64_t bytes_ = 0;

@@ -1,4 +1,5 @@
 #include "vmm/machine.h"
+#include "vmm/process_memory.h"
 
 #include <signal.h>
 #include <sys/mman.h>
@@ -462,6 +463,13 @@ RunReport Machine::collect_report() const {
   r.cpu_sys_seconds = seconds(ru.ru_stime);
   r.voluntary_ctx_switches = static_cast<std::uint64_t>(ru.ru_nvcsw);
   r.involuntary_ctx_switches = static_cast<std::uint64_t>(ru.ru_nivcsw);
+  if (const auto mem = read_process_memory()) {
+    r.rss_bytes = mem->rss_bytes;
+    r.peak_rss_bytes = mem->peak_rss_bytes;
+    r.anon_bytes = mem->anon_bytes;
+    r.pss_bytes = mem->pss_bytes;
+  }
+  r.guest_ram_resident_bytes = ram_.resident_bytes();
   if (const pid_t loop_tid = loop_tid_.load(std::memory_order_acquire); loop_tid != 0) {
     if (const auto c = thread_context_switches(loop_tid)) r.thread_ctx_switches["loop"] = *c;
   }

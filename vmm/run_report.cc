@@ -55,7 +55,8 @@ nlohmann::json RunReport::to_json() const {
                {"cpu_sys_s", cpu_sys_seconds},
                {"voluntary_ctx_switches", voluntary_ctx_switches},
                {"involuntary_ctx_switches", involuntary_ctx_switches},
-               {"threads", threads}};
+               {"threads", threads},
+               {"memory", memory_json()}};
   j["loop_syscalls"] = loop_syscalls;
   j["vcpu_syscalls"] = vcpu_syscalls;
   j["vcpu_timers"] = vcpu_timers;
@@ -124,6 +125,13 @@ std::string RunReport::to_text() const {
                      vcpu_timers.value("alarm_arms_skipped", 0ull),
                      vcpu_timers.value("false_wakeups", 0ull));
   }
+  if (rss_bytes) {
+    s += fmt::format("  memory: {} KiB resident ({} KiB peak), {} KiB of it guest RAM; VMM {} KiB "
+                     "RSS, {} KiB private, {} KiB PSS\n",
+                     *rss_bytes >> 10, peak_rss_bytes.value_or(0) >> 10,
+                     guest_ram_resident_bytes >> 10, vmm_rss_bytes().value_or(0) >> 10,
+                     vmm_anon_bytes().value_or(0) >> 10, vmm_pss_bytes().value_or(0) >> 10);
+  }
   s += fmt::format("  host: {:.3f} s user, {:.3f} s sys, {} voluntary + {} involuntary context switches\n",
                    cpu_user_seconds, cpu_sys_seconds, voluntary_ctx_switches,
                    involuntary_ctx_switches);
@@ -149,6 +157,22 @@ std::string RunReport::to_text() const {
                      (cpu_user_seconds + cpu_sys_seconds) * 1e6 / t);
   }
   return s;
+}
+
+nlohmann::json RunReport::memory_json() const {
+  const auto kib = [](std::optional<std::uint64_t> b) -> nlohmann::json {
+    if (!b) return nullptr;
+    return *b >> 10;
+  };
+  return {{"rss_kib", kib(rss_bytes)},
+          {"peak_rss_kib", kib(peak_rss_bytes)},
+          {"anon_kib", kib(anon_bytes)},
+          {"pss_kib", kib(pss_bytes)},
+          {"guest_ram_resident_kib", guest_ram_resident_bytes >> 10},
+          // What the VMM itself holds: the three above less the guest RAM the host backed.
+          {"vmm_rss_kib", kib(vmm_rss_bytes())},
+          {"vmm_anon_kib", kib(vmm_anon_bytes())},
+          {"vmm_pss_kib", kib(vmm_pss_bytes())}};
 }
 
 }  // namespace minivmm::vmm

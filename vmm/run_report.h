@@ -63,6 +63,13 @@ struct RunReport {
   double cpu_sys_seconds = 0;
   std::uint64_t voluntary_ctx_switches = 0;
   std::uint64_t involuntary_ctx_switches = 0;
+  // Resident memory at the end of the run: the whole process, the guest RAM the host has backed,
+  // and the difference, which is the VMM's own cost per guest. nullopt where /proc is unreadable.
+  std::optional<std::uint64_t> rss_bytes;
+  std::optional<std::uint64_t> peak_rss_bytes;
+  std::optional<std::uint64_t> anon_bytes;  // private: heap, stacks and the guest RAM touched
+  std::optional<std::uint64_t> pss_bytes;   // shared library pages split among their users
+  std::uint64_t guest_ram_resident_bytes = 0;
   // The same per thread ("loop", "vcpu0", ...): which thread blocks and which is preempted.
   std::map<std::string, ContextSwitches> thread_ctx_switches;
 
@@ -77,6 +84,15 @@ struct RunReport {
   nlohmann::json api_socket;    // --api-socket counters; null otherwise
 
   nlohmann::json to_json() const;
+  // rss / anon / pss minus the guest RAM resident (never below 0); nullopt without the figure.
+  std::optional<std::uint64_t> vmm_rss_bytes() const noexcept { return minus_guest(rss_bytes); }
+  std::optional<std::uint64_t> vmm_anon_bytes() const noexcept { return minus_guest(anon_bytes); }
+  std::optional<std::uint64_t> vmm_pss_bytes() const noexcept { return minus_guest(pss_bytes); }
+  std::optional<std::uint64_t> minus_guest(std::optional<std::uint64_t> b) const noexcept {
+    if (!b) return std::nullopt;
+    return *b > guest_ram_resident_bytes ? *b - guest_ram_resident_bytes : 0;
+  }
+  nlohmann::json memory_json() const;
   std::string to_text() const;
 };
 
