@@ -34,7 +34,13 @@ I8254Pit::I8254Pit(timers::TimerList& vm_timers, IrqLine& irq0, LostTickPolicy p
       irq_timer_(vm_timers, "i8254-irq0",
                  [this](const timers::Timer::Expiry& e) { on_irq_timer(e); }),
       retry_timer_(vm_timers, "i8254-irq0-retry",
-                   [this](const timers::Timer::Expiry& e) { on_retry_timer(e); }) {}
+                   [this](const timers::Timer::Expiry& e) { on_retry_timer(e); }),
+      audit_timer_(vm_timers, "i8254-irq0-audit",
+                   [this](const timers::Timer::Expiry& e) { on_audit_timer(e); }) {
+  // A wire that cannot count acknowledgements (a test fake, another VMM's line) is never asked
+  // again, and no audit timer runs for it.
+  acks_unavailable_ = !irq0_.acknowledgements().has_value();
+}
 
 void I8254Pit::read(std::uint16_t offset, std::span<std::uint8_t> data) noexcept {
   std::lock_guard lock(mu_);
@@ -78,6 +84,8 @@ I8254Pit::Stats I8254Pit::stats() const {
   Stats s = stats_;
   s.ticks_owed = owed_ticks_;
   if (train_) s.ticks_injected += train_->delivered();
+  // Merged edges were counted when sent; the guest never saw them.
+  s.ticks_injected -= std::min(s.ticks_injected, edges_merged_);
   return s;
 }
 
@@ -133,6 +141,7 @@ void I8254Pit::reschedule_locked(Nanos now) noexcept {
   stats_.ticks_lost += owed_ticks_;
   owed_ticks_ = 0;
   retry_timer_.cancel();
+  audit_timer_.cancel();
   if (train_running_) {
     train_->stop();
     train_running_ = false;
@@ -163,6 +172,10 @@ void I8254Pit::reschedule_locked(Nanos now) noexcept {
     ++stats_.train_starts;
     irq_timer_.cancel();
     expected_deadline_.reset();
+    if (!acks_unavailable_) {
+      const Nanos every = timer_period_ * static_cast<std::int64_t>(2 * kAuditEveryTicks);
+      audit_timer_.arm_periodic(edges->first + every, every);
+    }
     return;
   }
   ++stats_.timer_arms;
@@ -177,8 +190,7 @@ void I8254Pit::on_irq_timer(const timers::Timer::Expiry& expiry) noexcept {
 
   if (timer_period_ == Nanos{0}) {  // modes 0 and 4: the one edge
     expected_deadline_.reset();
-    irq0_.pulse();
-    ++stats_.ticks_injected;
+    pulse_locked();
     return;
   }
 
@@ -204,8 +216,59 @@ void I8254Pit::on_irq_timer(const timers::Timer::Expiry& expiry) noexcept {
   expected_deadline_ = next;
   ++stats_.timer_arms;
   irq_timer_.arm_periodic(next, timer_period_);
+  pulse_locked();
+  if (++ticks_since_audit_ >= kAuditEveryTicks) audit_locked(expiry.now);
+}
+
+void I8254Pit::pulse_locked() noexcept {
   irq0_.pulse();
   ++stats_.ticks_injected;
+  ++edges_sent_;
+}
+
+void I8254Pit::on_audit_timer(const timers::Timer::Expiry& expiry) noexcept {
+  std::lock_guard lock(mu_);
+  if (!train_running_) return;
+  audit_locked(expiry.now);
+}
+
+void I8254Pit::audit_locked(Nanos now) noexcept {
+  ticks_since_audit_ = 0;
+  if (acks_unavailable_) return;
+  if (!resolve_acks_locked()) return;
+  if (owed_ticks_ > 0 && !retry_timer_.pending()) deliver_owed_locked(now);
+}
+
+std::optional<std::uint64_t> I8254Pit::resolve_acks_locked() noexcept {
+  const auto acks = irq0_.acknowledgements();
+  if (!acks) {
+    acks_unavailable_ = true;
+    audit_timer_.cancel();
+    return std::nullopt;
+  }
+  ++stats_.ack_audits;
+  last_acks_ = *acks;
+  const std::uint64_t sent = edges_sent_ + (train_ ? train_->delivered() : 0);
+  const std::uint64_t ours = *acks - std::min(*acks, acks_foreign_);
+  const std::uint64_t resolved = ours + edges_merged_;
+  if (resolved > sent) {
+    // More acknowledgements than edges: something else raised the line (a test device on the
+    // same GSI), or an edge declared merged in doubt was in fact pending. Not ours.
+    acks_foreign_ += resolved - sent;
+    return 0;
+  }
+  const std::uint64_t unresolved = sent - resolved;
+  if (unresolved == 0) doubtful_retries_ = 0;
+  if (unresolved < 2) return unresolved;  // one may still be pending
+  const std::uint64_t merged = unresolved - 1;
+  edges_merged_ += merged;
+  stats_.ticks_merged += merged;
+  if (timer_period_ != Nanos{0} && policy_ == LostTickPolicy::kDelay) {
+    owed_ticks_ += merged;
+  } else {
+    stats_.ticks_lost += merged;
+  }
+  return 1;
 }
 
 void I8254Pit::on_retry_timer(const timers::Timer::Expiry& expiry) noexcept {
@@ -220,16 +283,46 @@ void I8254Pit::deliver_periodic_tick_locked(bool late, Nanos now) noexcept {
     // The steady state: on time, nothing owed. An unchecked pulse is the cheapest injection;
     // if the guest left the previous tick pending that long, it asked for what it gets.
     owed_ticks_ = 0;
-    irq0_.pulse();
-    ++stats_.ticks_injected;
-    return;
+    pulse_locked();
+  } else {
+    deliver_owed_locked(now);
   }
-  deliver_owed_locked(now);
+  if (++ticks_since_audit_ >= kAuditEveryTicks) audit_locked(now);
 }
 
 void I8254Pit::deliver_owed_locked(Nanos now) noexcept {
   // One edge per call: two edges in a row with no guest code between them would merge.
-  if (irq0_.pulse_checked()) {
+  bool sent = false;
+  if (acks_unavailable_) {
+    sent = irq0_.pulse_checked();
+    if (sent) ++edges_sent_;
+  } else {
+    // The acknowledgement count tells whether IRQ0 is free: send only when every edge so far is
+    // acknowledged or known merged. KVM_IRQ_LINE_STATUS cannot tell here: while the resampling
+    // irqfd holds the line up, the PIC reports an edge on it as delivered.
+    const auto unresolved = resolve_acks_locked();
+    bool free = unresolved && *unresolved == 0;
+    if (unresolved && !free && doubtful_retries_++ == 0) doubt_acks_ = last_acks_;
+    if (unresolved && !free && doubtful_retries_ > kMaxDoubtfulRetries &&
+        last_acks_ != doubt_acks_) {
+      // One edge in doubt (sent - acknowledged - merged = 1) for several retries while the
+      // guest went on acknowledging interrupts: a pending IRQ0 would have been taken, so it
+      // merged unseen (it came while an earlier edge was pending, and that one was
+      // acknowledged). Take it as merged and owe it. (A guest that acknowledges nothing, with
+      // interrupts off, is left alone: its edge is pending, and the owed ticks wait.)
+      ++edges_merged_;
+      ++stats_.ticks_merged;
+      ++owed_ticks_;
+      free = true;
+    }
+    if (free) {
+      doubtful_retries_ = 0;
+      irq0_.pulse();
+      ++edges_sent_;
+      sent = true;
+    }
+  }
+  if (sent) {
     --owed_ticks_;
     ++stats_.ticks_injected;
     retry_delay_ = base_retry_delay();

@@ -64,6 +64,11 @@ class I8254Pit final : public PortIoDevice {
   // guest that never acknowledges IRQ0 (interrupts off for minutes) cannot build an unbounded
   // burst. One second's worth at 1 kHz.
   static constexpr std::uint64_t kMaxOwedTicks = 1000;
+  // How often the guest's acknowledgement count is read (IrqLine::acknowledgements(), a syscall
+  // on KVM) to find ticks that merged: every this many periodic ticks from the loop, and on a
+  // timer of twice that while a pulse train delivers them. A merged tick is owed (kDelay) and
+  // redelivered at most this many periods late.
+  static constexpr std::uint64_t kAuditEveryTicks = 16;
 
   struct Stats {
     std::uint64_t ticks_injected = 0;   // IRQ0 rising edges delivered to the interrupt controller
@@ -71,6 +76,10 @@ class I8254Pit final : public PortIoDevice {
     std::uint64_t ticks_lost = 0;       // never delivered: discarded, over kMaxOwedTicks, or
                                         // still owed when the guest reprogrammed counter 0
     std::uint64_t ticks_coalesced = 0;  // checked pulses merged with a pending IRQ0 (retried)
+    std::uint64_t ticks_merged = 0;     // unchecked edges (on-time ticks, the pulse train's) that
+                                        // the acknowledgement count shows merged: owed (kDelay)
+                                        // or lost (kDiscard); not in ticks_injected
+    std::uint64_t ack_audits = 0;       // reads of the guest's acknowledgement count
     std::uint64_t ticks_owed = 0;       // kDelay backlog right now
     std::uint64_t reprogrammings = 0;   // control words and complete counts, any counter
     std::uint64_t period_clamps = 0;    // periodic IRQ0 programmings raised to kMinIrqPeriod
@@ -117,6 +126,14 @@ class I8254Pit final : public PortIoDevice {
   void on_retry_timer(const timers::Timer::Expiry& expiry) noexcept;
   void deliver_periodic_tick_locked(bool late, timers::Nanos now) noexcept;
   void deliver_owed_locked(timers::Nanos now) noexcept;
+  // Reads the guest's acknowledgement count and turns edges it shows merged into owed ticks,
+  // then delivers what is owed.
+  void audit_locked(timers::Nanos now) noexcept;
+  // The reading and bookkeeping alone: the edges now unresolved (0: IRQ0 is free; 1: one edge
+  // pending, or merged in doubt), or nullopt when the line cannot count acknowledgements.
+  std::optional<std::uint64_t> resolve_acks_locked() noexcept;
+  void on_audit_timer(const timers::Timer::Expiry& expiry) noexcept;
+  void pulse_locked() noexcept;
   timers::Nanos base_retry_delay() const noexcept;
 
   const timers::Clock& clock_;
@@ -136,12 +153,32 @@ class I8254Pit final : public PortIoDevice {
   timers::Nanos retry_delay_{0};
   Stats stats_;
 
+  // The acknowledgement audit. Every edge that reached the controller (edges_sent_ plus the
+  // train's) ends acknowledged by the guest, merged with one still pending, or pending — and at
+  // most one can be pending — so sent - acknowledged - merged >= 2 means all but one of those
+  // merged. A vCPU the host does not run for a while (many guests on few CPUs) leaves IRQ0
+  // pending while the loop's on-time ticks keep coming: without this they vanish silently.
+  std::uint64_t edges_sent_ = 0;     // this device's pulses that the controller took
+  std::uint64_t edges_merged_ = 0;   // found merged so far
+  std::uint64_t acks_foreign_ = 0;   // acknowledgements of edges not ours (another source)
+  std::uint64_t ticks_since_audit_ = 0;
+  bool acks_unavailable_ = false;    // the line cannot count acknowledgements: no audits
+  // Owed-tick retries in a row that found an edge unresolved, and the acknowledgement count
+  // when the first of them did (the last read is last_acks_).
+  std::uint64_t doubtful_retries_ = 0;
+  std::uint64_t doubt_acks_ = 0;
+  std::uint64_t last_acks_ = 0;
+  static constexpr std::uint64_t kMaxDoubtfulRetries = 4;
+
   // Last members: destroyed (and so cancelled) first, before the state their callbacks use.
   timers::Timer irq_timer_;
   // kDelay: redelivers owed ticks after a coalesced pulse. Without an interrupt-acknowledge
   // notification (KVM's PIT reinjects on the guest's EOI) the next best signal is time: retry a
   // fraction of a period later, backing off while the guest keeps IRQ0 pending.
   timers::Timer retry_timer_;
+  // While a pulse train delivers the periodic ticks the device runs no timer per tick, so the
+  // audit has its own, every 2 * kAuditEveryTicks periods.
+  timers::Timer audit_timer_;
 };
 
 }  // namespace minivmm::devices

@@ -4,6 +4,9 @@
 // Threads: any thread (vCPU threads on register writes, the loop thread on timer expiry).
 #pragma once
 
+#include <cstdint>
+#include <optional>
+
 namespace minivmm::devices {
 
 class IrqLine {
@@ -25,6 +28,13 @@ class IrqLine {
     pulse();
     return true;
   }
+
+  // How many times the guest has acknowledged (EOI'd) this interrupt so far, where the wire can
+  // tell (KVM's irqfd resampler), or nullopt where it cannot. Every edge ends acknowledged,
+  // merged with one still pending, or pending (at most one), so a device that counts its edges
+  // finds the merged ones from this: the ticks a host-starved vCPU never saw. A syscall on KVM:
+  // call it every few ticks, not per tick.
+  virtual std::optional<std::uint64_t> acknowledgements() noexcept { return std::nullopt; }
 };
 
 }  // namespace minivmm::devices

@@ -23,10 +23,12 @@
 // generation) and disarms and closes the timerfds. The AIO context lives as long as the train:
 // io_destroy waits for an RCU grace period (~40 ms here), too long for a guest reprogramming.
 //
-// What it cannot do: edges that reach KVM's irqfd too close together (its kernel worker held
+// What it cannot see: edges that reach KVM's irqfd too close together (its kernel worker held
 // off for a whole period by a busy host) merge into one interrupt, and so do edges the guest
-// leaves unacknowledged; nothing here sees either (KVM's PIT has the same limits without its
-// reinject mode). The loop- and vCPU-delivered ticks keep the exact lost-tick policy.
+// leaves unacknowledged (its vCPU not run by the host). The PIT finds those from the guest's
+// acknowledgement count (KVM's irqfd resampler, read every 2 * kAuditEveryTicks periods on the
+// loop) and redelivers them itself under the delay policy, as KVM's PIT does in its reinject
+// mode; see devices/i8254_pit.h.
 //
 // Threads: start()/stop() from the device (a vCPU thread, under the PIT's lock); the refill on
 // the loop thread (a vm_clock timer, so it stops with the VM); suspend()/resume() on the loop

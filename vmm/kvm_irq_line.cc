@@ -12,13 +12,23 @@
 
 namespace minivmm::vmm {
 
-KvmIrqLine::KvmIrqLine(const Vm& vm, std::uint32_t gsi, IrqInject inject)
+KvmIrqLine::KvmIrqLine(const Vm& vm, std::uint32_t gsi, IrqInject inject, bool track_acks)
     : vm_(vm), gsi_(gsi), inject_(inject) {
   irqfd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!irqfd_.valid()) {
+  if (track_acks) resamplefd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!irqfd_.valid() || (track_acks && !resamplefd_.valid())) {
     throw VmmError(ExitCode::kHostFailure, std::string("eventfd: ") + std::strerror(errno));
   }
-  vm_.add_irqfd(irqfd_.get(), gsi_);
+  vm_.add_irqfd(irqfd_.get(), gsi_, track_acks ? resamplefd_.get() : -1);
+}
+
+std::optional<std::uint64_t> KvmIrqLine::acknowledgements() noexcept {
+  if (!resamplefd_.valid()) return std::nullopt;
+  std::uint64_t n = 0;
+  timers::thread_syscalls().add(timers::Syscall::kRead);
+  // EAGAIN: no acknowledgement since the last read.
+  if (::read(resamplefd_.get(), &n, sizeof n) == static_cast<ssize_t>(sizeof n)) acks_ += n;
+  return acks_;
 }
 
 KvmIrqLine::~KvmIrqLine() { vm_.remove_irqfd(irqfd_.get(), gsi_); }

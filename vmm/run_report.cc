@@ -35,7 +35,8 @@ nlohmann::json RunReport::to_json() const {
                 {"hz_measured", opt(guest_hz_measured)},
                 {"ticks_lost", opt(ticks_lost)},
                 {"ticks_late", opt(ticks_late)},
-                {"ticks_coalesced", opt(ticks_coalesced)}};
+                {"ticks_coalesced", opt(ticks_coalesced)},
+                {"ticks_merged", opt(ticks_merged)}};
   j["loop"] = {{"iterations", loop_iterations},   {"timeouts", loop_timeouts},
                {"fd_dispatches", fd_dispatches},  {"wake_events", wake_events},
                {"timer_passes", timer_passes},    {"timers_run", timers_run},
@@ -96,9 +97,11 @@ std::string RunReport::to_text() const {
                    pit_tick.empty() ? "" : " pit-tick=" + pit_tick + " irq=" + irq_inject,
                    alarm, poller);
   if (ticks_injected) {
-    s += fmt::format("  guest ticks injected {} ({:.2f} Hz measured), lost {}, late {}, coalesced {}\n",
+    s += fmt::format("  guest ticks injected {} ({:.2f} Hz measured), lost {}, late {}, coalesced {}, "
+                     "merged {}\n",
                      *ticks_injected, guest_hz_measured.value_or(0.0), ticks_lost.value_or(0),
-                     ticks_late.value_or(0), ticks_coalesced.value_or(0));
+                     ticks_late.value_or(0), ticks_coalesced.value_or(0),
+                     ticks_merged.value_or(0));
   } else {
     s += "  guest ticks: delivered inside KVM (in-kernel PIT or LAPIC timer), not counted here\n";
   }

@@ -38,6 +38,8 @@ struct RunReport {
   std::optional<std::uint64_t> ticks_lost;
   std::optional<std::uint64_t> ticks_late;
   std::optional<std::uint64_t> ticks_coalesced;
+  // Plain edges the guest's acknowledgement count showed merged (a starved vCPU): redelivered.
+  std::optional<std::uint64_t> ticks_merged;
 
   // Loop and dynticks.
   std::uint64_t loop_iterations = 0;

@@ -94,10 +94,14 @@ int Vm::irq_line(std::uint32_t gsi, bool level) const noexcept {
   return irq.status;
 }
 
-void Vm::add_irqfd(int eventfd, std::uint32_t gsi) const {
+void Vm::add_irqfd(int eventfd, std::uint32_t gsi, int resamplefd) const {
   kvm_irqfd req{};
   req.fd = static_cast<__u32>(eventfd);
   req.gsi = gsi;
+  if (resamplefd >= 0) {
+    req.flags = KVM_IRQFD_FLAG_RESAMPLE;
+    req.resamplefd = static_cast<__u32>(resamplefd);
+  }
   if (::ioctl(fd_.get(), KVM_IRQFD, &req) < 0) fail("KVM_IRQFD");
 }
 

@@ -40,7 +40,11 @@ class Vm {
   int irq_line(std::uint32_t gsi, bool level) const noexcept;
 
   // Registers `eventfd` so that each write to it pulses `gsi` inside KVM (KVM_IRQFD).
-  void add_irqfd(int eventfd, std::uint32_t gsi) const;
+  // With `resamplefd` >= 0 the irqfd is KVM's resampling kind: an eventfd write raises the GSI
+  // and KVM holds it until the guest acknowledges (EOI) the interrupt, then lowers it and
+  // signals `resamplefd`. That count of acknowledgements is how a pulse that merged with a
+  // still-pending one is found (vmm/kvm_irq_line.h).
+  void add_irqfd(int eventfd, std::uint32_t gsi, int resamplefd = -1) const;
   void remove_irqfd(int eventfd, std::uint32_t gsi) const noexcept;
 
   // Makes a 4-byte guest write of `datamatch` to MMIO address `gpa` signal `eventfd` inside

@@ -1,7 +1,9 @@
 // Records every level change and pulse of an IRQ line, for device tests.
 #pragma once
 
+#include <cstdint>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "devices/irq_line.h"
@@ -10,6 +12,11 @@ namespace minivmm::testing {
 
 class FakeIrqLine final : public devices::IrqLine {
  public:
+  // With `model_controller` the line models the controller's one request bit and the guest's
+  // acknowledgements (KVM's irqfd resampler): a pulse while a request is pending merges with it
+  // (pulse_checked says so); service() is the guest taking and acknowledging the interrupt.
+  explicit FakeIrqLine(bool model_controller = false) : model_(model_controller) {}
+
   void set_level(bool asserted) noexcept override {
     std::lock_guard lock(mu_);
     if (asserted && !level_) ++rising_edges_;
@@ -21,9 +28,26 @@ class FakeIrqLine final : public devices::IrqLine {
     ++pulses_;
     ++rising_edges_;
     level_ = false;
+    if (model_) {
+      if (pending_) {
+        ++merged_;
+      } else {
+        pending_ = true;
+      }
+    }
   }
   bool pulse_checked() noexcept override {
     std::lock_guard lock(mu_);
+    if (model_) {
+      if (pending_) {
+        ++coalesced_;
+        return false;
+      }
+      pending_ = true;
+      ++pulses_;
+      ++rising_edges_;
+      return true;
+    }
     if (coalesce_next_ > 0) {
       --coalesce_next_;
       ++coalesced_;
@@ -33,6 +57,26 @@ class FakeIrqLine final : public devices::IrqLine {
     ++rising_edges_;
     return true;
   }
+
+  std::optional<std::uint64_t> acknowledgements() noexcept override {
+    std::lock_guard lock(mu_);
+    if (!model_) return std::nullopt;
+    ++ack_reads_;
+    return acks_;
+  }
+
+  void service() {
+    std::lock_guard lock(mu_);
+    if (!pending_) return;
+    pending_ = false;
+    ++acks_;
+    ++serviced_;
+  }
+  // An acknowledgement of an interrupt some other source raised on the same line.
+  void foreign_ack() { std::lock_guard lock(mu_); ++acks_; }
+  int serviced() const { std::lock_guard lock(mu_); return serviced_; }
+  int merged() const { std::lock_guard lock(mu_); return merged_; }
+  int ack_reads() const { std::lock_guard lock(mu_); return ack_reads_; }
 
   bool level() const { std::lock_guard lock(mu_); return level_; }
   int pulses() const { std::lock_guard lock(mu_); return pulses_; }
@@ -51,6 +95,12 @@ class FakeIrqLine final : public devices::IrqLine {
   int coalesce_next_ = 0;
   int coalesced_ = 0;
   std::vector<bool> levels_;
+  bool model_ = false;
+  bool pending_ = false;
+  std::uint64_t acks_ = 0;
+  int serviced_ = 0;
+  int merged_ = 0;
+  int ack_reads_ = 0;
 };
 
 }  // namespace minivmm::testing

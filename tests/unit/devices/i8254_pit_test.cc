@@ -41,8 +41,8 @@ constexpr std::uint16_t kOneKhz = 1193;
 
 struct PitRig {
   explicit PitRig(LostTickPolicy policy = LostTickPolicy::kDelay,
-                  dev::PulseTrain* train = nullptr)
-      : pit(list, irq0, policy, train) {}
+                  dev::PulseTrain* train = nullptr, bool model_controller = false)
+      : irq0(model_controller), pit(list, irq0, policy, train) {}
 
   void out(std::uint16_t port, std::uint8_t value) {
     if (port == I8254SpeakerPort::kPort) {
@@ -741,6 +741,12 @@ class FakePulseTrain final : public dev::PulseTrain {
     ++stops;
   }
   std::uint64_t delivered() noexcept override { return done_ + edges_so_far(); }
+  // Pulses `line` once for every edge delivered since the last call: the edges reaching the
+  // interrupt controller (KVM's irqfd), for tests that model it.
+  void pulse_new_edges(dev::IrqLine& line) {
+    const std::uint64_t now = delivered();
+    for (; pulsed_ < now; ++pulsed_) line.pulse();
+  }
 
   const mt::FakeClock* clock = nullptr;
   bool accept = true;
@@ -760,12 +766,16 @@ class FakePulseTrain final : public dev::PulseTrain {
   Nanos first_{0};
   Nanos period_{1};
   std::uint64_t done_ = 0;
+  std::uint64_t pulsed_ = 0;
 };
 
 struct TrainRig {
-  TrainRig() { train.clock = &rig.clock; }
+  explicit TrainRig(bool model_controller = false) : rig{LostTickPolicy::kDelay, &train,
+                                                         model_controller} {
+    train.clock = &rig.clock;
+  }
   FakePulseTrain train;
-  PitRig rig{LostTickPolicy::kDelay, &train};
+  PitRig rig;
 };
 
 TEST(I8254PitTest, PeriodicProgramIsHandedToTheTrainNotTheTimer) {
@@ -825,6 +835,141 @@ TEST(I8254PitTest, RefusedTrainFallsBackToTheTimer) {
   t.rig.advance(10 * pit_cycle_duration(kOneKhz));
   EXPECT_EQ(t.rig.irq0.pulses(), 10);
   EXPECT_EQ(t.rig.pit.stats().ticks_injected, 10u);
+}
+
+// --- Acknowledgement audit: ticks a starved vCPU never saw ---------------------------------
+//
+// The rig's IRQ line models the controller's request bit and the guest's acknowledgements
+// (KVM's irqfd resampler). A guest that is running takes each tick within a quarter period;
+// one the host does not run leaves the request pending, and the loop's on-time ticks merge.
+
+// Runs `periods` periods, the guest taking what is pending every quarter period.
+void run_guest(PitRig& rig, int periods, FakePulseTrain* train = nullptr) {
+  const Nanos period = pit_cycle_duration(kOneKhz);
+  const Nanos quarter = period / 4;
+  for (int i = 0; i < periods; ++i) {
+    for (int q = 0; q < 4; ++q) {
+      rig.advance(q < 3 ? quarter : period - 3 * quarter);  // whole periods, no drift
+      if (train) train->pulse_new_edges(rig.irq0);
+      rig.irq0.service();
+    }
+  }
+}
+
+// The host runs nothing of the guest for `periods` periods.
+void starve_guest(PitRig& rig, int periods, FakePulseTrain* train = nullptr) {
+  const Nanos period = pit_cycle_duration(kOneKhz);
+  for (int i = 0; i < periods; ++i) {
+    rig.advance(period);
+    if (train) train->pulse_new_edges(rig.irq0);
+  }
+}
+
+TEST(I8254PitTest, OnTimeTicksMergedWhileTheVcpuIsStarvedAreFoundAndRedelivered) {
+  PitRig rig(LostTickPolicy::kDelay, nullptr, /*model_controller=*/true);
+  rig.program(0, dev::kPitModeRateGenerator, kOneKhz);
+  run_guest(rig, 20);
+  EXPECT_EQ(rig.irq0.serviced(), 20);
+  EXPECT_EQ(rig.pit.stats().ticks_merged, 0u);
+
+  starve_guest(rig, 40);
+  // 40 on-time ticks, one request bit: the plain pulses up to the next audit merge unseen
+  // until the audit finds them; from then on the owed ticks go out checked, and are retried.
+  EXPECT_GT(rig.irq0.merged(), 0);
+  EXPECT_GT(rig.pit.stats().ticks_merged, 0u);
+  EXPECT_GT(rig.pit.stats().ticks_owed, 0u);
+  run_guest(rig, 100);
+
+  const auto st = rig.pit.stats();
+  const int due = 160;  // periods elapsed, each one tick
+  EXPECT_EQ(st.ticks_lost, 0u);
+  EXPECT_EQ(st.ticks_owed, 0u) << "caught up";
+  EXPECT_EQ(rig.irq0.serviced(), due) << "the guest saw every tick";
+  EXPECT_EQ(st.ticks_injected, static_cast<std::uint64_t>(due));
+  EXPECT_GE(st.ack_audits, 5u);
+}
+
+TEST(I8254PitTest, AGuestThatTakesEveryTickIsNeverOwedOne) {
+  PitRig rig(LostTickPolicy::kDelay, nullptr, /*model_controller=*/true);
+  rig.program(0, dev::kPitModeRateGenerator, kOneKhz);
+  run_guest(rig, 200);
+  const auto st = rig.pit.stats();
+  EXPECT_EQ(st.ticks_merged, 0u);
+  EXPECT_EQ(st.ticks_coalesced, 0u);
+  EXPECT_EQ(st.ticks_owed, 0u);
+  EXPECT_EQ(st.ticks_injected, 200u);
+  EXPECT_EQ(rig.irq0.serviced(), 200);
+  EXPECT_EQ(rig.irq0.pulses(), 200) << "every tick took the plain pulse";
+  // In the steady state one read of the acknowledgement count per kAuditEveryTicks ticks (and
+  // the one at construction), not one per tick.
+  EXPECT_EQ(rig.irq0.ack_reads(), 1 + 200 / static_cast<int>(I8254Pit::kAuditEveryTicks));
+}
+
+TEST(I8254PitTest, MergedTicksAreCountedLostUnderDiscardPolicy) {
+  PitRig rig(LostTickPolicy::kDiscard, nullptr, /*model_controller=*/true);
+  rig.program(0, dev::kPitModeRateGenerator, kOneKhz);
+  run_guest(rig, 20);
+  starve_guest(rig, 40);
+  run_guest(rig, 40);
+  const auto st = rig.pit.stats();
+  EXPECT_EQ(st.ticks_merged, 39u) << "discard sends every tick plain, so all merge";
+  EXPECT_EQ(st.ticks_lost, 39u);
+  EXPECT_EQ(st.ticks_owed, 0u);
+  EXPECT_EQ(rig.irq0.serviced(), 100 - 39) << "discard: the guest sees fewer, and says so";
+  EXPECT_EQ(st.ticks_injected, static_cast<std::uint64_t>(rig.irq0.serviced()));
+}
+
+TEST(I8254PitTest, AcknowledgementsOfOtherSourcesNeitherInventNorHideTicks) {
+  PitRig rig(LostTickPolicy::kDelay, nullptr, /*model_controller=*/true);
+  rig.program(0, dev::kPitModeRateGenerator, kOneKhz);
+  run_guest(rig, 20);
+  for (int i = 0; i < 5; ++i) rig.irq0.foreign_ack();  // a test device on the same GSI
+  run_guest(rig, 20);
+  EXPECT_EQ(rig.pit.stats().ticks_merged, 0u);
+  starve_guest(rig, 40);
+  run_guest(rig, 100);
+  const auto st = rig.pit.stats();
+  EXPECT_GT(st.ticks_merged, 0u);
+  EXPECT_EQ(st.ticks_lost, 0u);
+  EXPECT_EQ(st.ticks_owed, 0u);
+  // The foreign acknowledgements were counted at an audit where our last tick was pending, so
+  // one of them can pass for ours: at most one tick in doubt, never more.
+  EXPECT_NEAR(rig.irq0.serviced(), 180, 1);
+}
+
+TEST(I8254PitTest, WithoutAcknowledgementsThereIsNoAudit) {
+  PitRig rig;  // a line that cannot count acknowledgements
+  rig.program(0, dev::kPitModeRateGenerator, kOneKhz);
+  rig.advance(100 * pit_cycle_duration(kOneKhz));
+  EXPECT_EQ(rig.pit.stats().ack_audits, 0u);
+  EXPECT_EQ(rig.irq0.pulses(), 100);
+}
+
+TEST(I8254PitTest, TrainEdgesMergedWhileTheVcpuIsStarvedAreFoundAndRedelivered) {
+  TrainRig t(/*model_controller=*/true);
+  t.rig.program(0, dev::kPitModeRateGenerator, kOneKhz);
+  ASSERT_EQ(t.rig.pit.stats().train_starts, 1u);
+  run_guest(t.rig, 40, &t.train);
+  EXPECT_EQ(t.rig.irq0.serviced(), 40);
+  const int reads_before = t.rig.irq0.ack_reads();
+  starve_guest(t.rig, 64, &t.train);
+  // The train's 64 edges merge into one; the audit's redeliveries during the stall merge too.
+  EXPECT_GE(t.rig.irq0.merged(), 63);
+  run_guest(t.rig, 400, &t.train);
+
+  const auto st = t.rig.pit.stats();
+  EXPECT_EQ(st.ticks_lost, 0u);
+  EXPECT_EQ(st.ticks_owed, 0u);
+  // The redelivered ticks collide with the train's own edges now and then, and those merge too
+  // (and are owed again): more than the 63 merges of the stall itself.
+  EXPECT_GE(st.ticks_merged, 63u);
+  // Every tick but at most the one in doubt (an edge that merged with a redelivered one after
+  // the last audit: sent - acknowledged = 1 cannot tell it from one still pending).
+  EXPECT_NEAR(t.rig.irq0.serviced(), 504, 1) << "the guest saw every tick";
+  EXPECT_NEAR(static_cast<double>(st.ticks_injected), t.rig.irq0.serviced(), 1.0);
+  // Before the stall the count was read only on the audit timer, every 2 * kAuditEveryTicks
+  // periods (recovering reads it before each redelivered tick).
+  EXPECT_LE(reads_before, 1 + 40 / (2 * static_cast<int>(I8254Pit::kAuditEveryTicks)) + 1);
 }
 
 }  // namespace
