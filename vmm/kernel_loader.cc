@@ -81,12 +81,16 @@ LoadedKernel load_kernel(const GuestMemory& mem, std::span<const std::byte> imag
       MultibootOptions opts;
       opts.cmdline = full_cmdline;
       opts.initrd = initrd;
-      const LoadedKernel k = load_multiboot_kernel(mem, image, opts);
+      LoadedKernel k = load_multiboot_kernel(mem, image, opts);
       // What QEMU's SeaBIOS leaves for the kernel: the IVT and, in the BIOS area where
       // kvm-unit-tests' lib/acpi.c scans for the RSDP, the ACPI tables (the MADT lists every
       // CPU). A kernel loaded over either keeps its own bytes there.
       const bool image_over_iret = k.load_addr <= kBiosIretAddr && kBiosIretAddr < k.load_end;
-      if (k.load_addr >= kIvtAddr + kIvtBytes && !image_over_iret) write_bios_ivt(mem);
+      const bool image_over_bios = k.load_addr <= kBiosTimerAddr + 32 && kBiosTimerAddr < k.load_end;
+      if (k.load_addr >= kIvtAddr + kIvtBytes && !image_over_iret && !image_over_bios) {
+        write_bios_ivt(mem);
+        k.bios_timer = true;
+      }
       if (k.load_end <= kBiosAreaStart || k.load_addr >= kBiosAreaEnd) {
         write_acpi_tables(mem, acpi_config);
       }

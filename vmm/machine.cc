@@ -136,7 +136,7 @@ Machine::Machine(Config config)
   bus_.attach(0x60, 1, i8042_.data_port());
   bus_.attach(0x64, 1, i8042_.command_port());
   bus_.attach(0x70, 2, rtc_);
-  vm_.set_pics_as_bios_leaves_them();
+  vm_.set_pics_as_bios_leaves_them(kernel_.bios_timer && config_.pit == PitMode::kUser);
   bus_.attach(devices::FwCfg::kPort, devices::FwCfg::kPortCount, fw_cfg_);
   bus_.attach(devices::PcTestdevPort::kPort, devices::PcTestdevPort::kPortCount, testdev_port_);
   bus_.attach(devices::PcTestdevPort::kBytePort, devices::PcTestdevPort::kPortCount,
@@ -180,6 +180,14 @@ Machine::Machine(Config config)
     speaker_ = std::make_unique<devices::I8254SpeakerPort>(*pit_);
     bus_.attach(0x40, 4, *pit_);
     bus_.attach(0x61, 1, *speaker_);
+    if (kernel_.bios_timer) {
+      // What a PC BIOS leaves running (SeaBIOS pit_setup): counter 0 in mode 3 with count 0,
+      // i.e. 65536, an 18.2 Hz square wave on IRQ0, whose INT 08h handler is in the IVT.
+      const std::uint8_t program[] = {0x36, 0x00, 0x00};
+      pit_->write(3, std::span<const std::uint8_t>(program, 1));
+      pit_->write(0, std::span<const std::uint8_t>(program + 1, 1));
+      pit_->write(0, std::span<const std::uint8_t>(program + 2, 1));
+    }
   }
 
   if (!drive_files_.empty() || config_.virtio_console) {

@@ -56,13 +56,15 @@ Vm::Vm(const Kvm& kvm, GuestMemory ram) : kvm_(kvm), memory_(ram) {
 
 Vm::~Vm() = default;
 
-void Vm::set_pics_as_bios_leaves_them() {
+void Vm::set_pics_as_bios_leaves_them(bool timer_unmasked) {
   // IBM PC/AT BIOS vector bases (SeaBIOS pic_reset(0x08, 0x70)).
   const struct {
     std::uint32_t chip;
     std::uint8_t base;
     std::uint8_t mask;
-  } pics[] = {{KVM_IRQCHIP_PIC_MASTER, 0x08, 0xfb}, {KVM_IRQCHIP_PIC_SLAVE, 0x70, 0xff}};
+  } pics[] = {{KVM_IRQCHIP_PIC_MASTER, 0x08,
+               static_cast<std::uint8_t>(timer_unmasked ? 0xfa : 0xfb)},
+              {KVM_IRQCHIP_PIC_SLAVE, 0x70, 0xff}};
   for (const auto& p : pics) {
     kvm_irqchip chip{};
     chip.chip_id = p.chip;

@@ -30,9 +30,10 @@ class Vm {
 
   // Leaves the in-kernel 8259s as a PC BIOS does before it boots anything: initialised (ICW1-4
   // done, 8086 mode) with vectors 0x08-0x0f (master) and 0x70-0x77 (slave), every line masked
-  // but the cascade (IRQ2). After KVM_CREATE_IRQCHIP they are in their reset state instead,
-  // with vector base 0. Kernels that program the PICs themselves (Linux) are unaffected.
-  void set_pics_as_bios_leaves_them();
+  // but the cascade (IRQ2) and, with `timer_unmasked`, the BIOS timer (IRQ0). After
+  // KVM_CREATE_IRQCHIP they are in their reset state instead, with vector base 0. Kernels that
+  // program the PICs themselves (Linux) are unaffected.
+  void set_pics_as_bios_leaves_them(bool timer_unmasked = false);
   // KVM's in-kernel i8254 (KVM_CREATE_PIT2), the --pit kvm baseline.
   void create_kernel_pit();
 

@@ -19,6 +19,9 @@ struct LoadedKernel {
   std::uint64_t initrd_addr = 0;  // 0 when no initrd was given
   std::uint64_t initrd_size = 0;
   std::uint16_t protocol_version = 0;  // bzImage boot protocol, e.g. 0x020f; 0 for ELF kernels
+  // A BIOS-like start (multiboot): the IVT with its INT 08h handler is in place, so the VMM
+  // leaves the PIT ticking at 18.2 Hz with IRQ0 unmasked, as a PC BIOS does (vmm/boot/bios_ivt.h).
+  bool bios_timer = false;
 };
 
 }  // namespace minivmm::vmm
