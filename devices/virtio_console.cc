@@ -68,8 +68,7 @@ void VirtioConsole::resume_transmit() noexcept {
 void VirtioConsole::flush_transmit() noexcept {
   std::lock_guard lock(mu_);
   if (host_ == nullptr) return;
-  // Each turn hands over at least one byte or returns at least one chain, and nothing refills.
-  while (transmit_locked(*host_)) {
+  for (std::size_t turn = 0; turn < kTxFlushTurns && transmit_locked(*host_); ++turn) {
   }
 }
 

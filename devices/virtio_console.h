@@ -56,6 +56,9 @@ class VirtioConsole final : public VirtioDevice, public ConsoleRxPort {
   // (at most the queue size plus one indirect table) past it.
   static constexpr std::size_t kTxBytesPerTurn = 16 * 1024;
   static constexpr std::size_t kTxDescriptorsPerTurn = 256;
+  // 1 MiB at exit: more than any console shows, and a queue that holds more (a hostile guest
+  // can describe gigabytes with indirect tables over the same RAM) cannot stall the exit.
+  static constexpr std::size_t kTxFlushTurns = 64;
 
   explicit VirtioConsole(ByteSink& out);
 
@@ -81,8 +84,8 @@ class VirtioConsole final : public VirtioDevice, public ConsoleRxPort {
   void set_on_tx_pending(std::function<void()> fn);
   // Runs the next transmit turn (for on_tx_pending). A no-op after reset.
   void resume_transmit() noexcept;
-  // Runs turns until the transmitq is empty. The VMM calls it at exit once the vCPUs have
-  // stopped (so the guest cannot refill the queue, and this ends), as it flushes the UART.
+  // Runs turns until the transmitq is empty, or kTxFlushTurns of them. The VMM calls it at exit
+  // once the vCPUs have stopped (so the guest cannot refill the queue), as it flushes the UART.
   void flush_transmit() noexcept;
 
   VirtioConsoleStats stats() const;

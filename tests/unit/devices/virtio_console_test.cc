@@ -220,6 +220,25 @@ TEST(VirtioConsoleTest, FlushTransmitWritesOutEverythingLeft) {
   EXPECT_EQ(r.hooks, 1);  // flushing schedules nothing
 }
 
+// A guest can describe far more output than it has RAM (indirect tables pointing at the same
+// buffer again and again); the exit's flush stops after kTxFlushTurns turns.
+TEST(VirtioConsoleTest, FlushTransmitIsBounded) {
+  CapRig r;
+  constexpr std::uint32_t kEntries = 1024;  // the largest indirect table
+  constexpr std::uint64_t kTable = 0x20000;
+  for (std::uint32_t i = 0; i < kEntries; ++i) {
+    r.txq.write_desc(kTable + 16u * i, kBig, 0x8000,
+                     i + 1 < kEntries ? minivmm::testing::kDescNext : 0,
+                     static_cast<std::uint16_t>(i + 1));
+  }
+  r.txq.set_desc(0, kTable, 16 * kEntries, minivmm::testing::kDescIndirect);
+  r.txq.publish(0);  // 1024 * 32 KiB = 32 MiB in one chain
+  r.drv.notify(1);
+  r.console.flush_transmit();
+  EXPECT_EQ(r.out.str().size(), (1 + VirtioConsole::kTxFlushTurns) * kTurn);
+  EXPECT_EQ(r.txq.used_idx(), 0);  // still held: dropped by the reset that follows an exit
+}
+
 TEST(VirtioConsoleTest, InputFillsPostedReceiveBuffers) {
   Rig r;
   r.rxq.add_chain(0, {{kRxBuf, 4, true}});
