@@ -173,6 +173,13 @@ void VirtioMmioTransport::write_status(std::uint32_t value) noexcept {
   std::uint64_t features = 0;
   {
     std::lock_guard lock(mu_);
+    // 2.1: the status is 8 bits, and DEVICE_NEEDS_RESET is the device's to set; a driver that
+    // writes it (or bits past the field, or the undefined 0x10/0x20) would have the device
+    // refuse service with no interrupt to say why. Ignored and counted, like Linux never does.
+    if ((value & ~kDriverStatusBits) != 0) {
+      bad_accesses_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
     // 2.1.2: the driver never clears a status bit; only writing 0 resets. A write that would
     // clear one (to re-negotiate features under live queues, say) is ignored and counted.
     const std::uint32_t held = status_ & ~kStatusNeedsReset;

@@ -80,6 +80,10 @@ class VirtioMmioTransport final : public MmioDevice, private VirtioQueueHost {
   static constexpr std::uint32_t kStatusAcknowledge = 1, kStatusDriver = 2,
                                  kStatusDriverOk = 4, kStatusFeaturesOk = 8,
                                  kStatusNeedsReset = 0x40, kStatusFailed = 0x80;
+  // What a driver may write to Status (all but DEVICE_NEEDS_RESET, which the device sets).
+  static constexpr std::uint32_t kDriverStatusBits = kStatusAcknowledge | kStatusDriver |
+                                                     kStatusDriverOk | kStatusFeaturesOk |
+                                                     kStatusFailed;
   static constexpr std::uint32_t kInterruptUsedBuffer = 1, kInterruptConfigChange = 2;
 
   VirtioMmioTransport(VirtioDevice& device, const GuestRam& ram, IrqLine& irq);

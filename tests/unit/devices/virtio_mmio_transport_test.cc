@@ -386,6 +386,24 @@ TEST(VirtioMmioTransportTest, StatusBitsAreClearedOnlyByAReset) {
   EXPECT_EQ(r.dev.resets, resets_before + 1);
 }
 
+// Found by virtio_mmio_fuzz: a status write of 0x01020304 left 0x01020300 in Status, and a
+// driver could set DEVICE_NEEDS_RESET itself, after which the device served nothing and no
+// configuration interrupt said why. Status is 8 bits and NEEDS_RESET is the device's.
+TEST(VirtioMmioTransportTest, StatusWritesWithBitsADriverDoesNotOwnAreIgnored) {
+  Rig r;
+  ASSERT_EQ(r.drv.bring_up(kVirtioFVersion1, {&r.q0}), kAllOk);
+  const std::uint64_t bad_before = r.t.stats().bad_accesses;
+  r.drv.write(T::kStatus, kAllOk | T::kStatusNeedsReset);
+  r.drv.write(T::kStatus, kAllOk | 0x100);
+  r.drv.write(T::kStatus, kAllOk | 0x20);
+  EXPECT_EQ(r.drv.read(T::kStatus), kAllOk);
+  EXPECT_EQ(r.t.stats().bad_accesses, bad_before + 3);
+  EXPECT_EQ(r.t.stats().needs_reset, 0u);
+  r.q0.add_chain(0, {{0x8000, 8, true}});
+  r.drv.notify(0);
+  EXPECT_EQ(r.q0.used_idx(), 1);  // still serving
+}
+
 TEST(VirtioMmioTransportTest, IndirectIsHonouredOnlyWhenNegotiated) {
   Rig r;
   r.drv.bring_up(kVirtioFVersion1 | kVirtioFIndirectDesc, {&r.q0});
