@@ -111,8 +111,8 @@ bool VirtioConsole::transmit_locked(VirtioQueueHost& host) noexcept {
         continue;
       }
       if (staged == tx_buf_.size()) break;
-      const std::size_t n =
-          static_cast<std::size_t>(std::min<std::uint64_t>(d.len - tx_offset_, tx_buf_.size() - staged));
+      const std::size_t n = static_cast<std::size_t>(
+          std::min<std::uint64_t>(d.len - tx_offset_, tx_buf_.size() - staged));
       // In RAM (checked by the walker; RAM does not shrink). Copied, not written in place: one
       // sink write per turn, whatever the number of buffers.
       host.ram().read(d.addr + tx_offset_,
