@@ -123,8 +123,19 @@ void VirtioMmioTransport::write(std::uint64_t offset, std::span<const std::uint8
       q->set_size(static_cast<std::uint16_t>(v));
       return;
     case kQueueReady:
-      if (q == nullptr) break;
-      q->set_ready(v == 1);
+      // 4.2.2: only 0 and 1 mean anything.
+      if (q == nullptr || v > 1) break;
+      if (v == 0) {
+        // The driver stops using the queue (Linux del_vq; 4.2.3.2 expects a queue being set up
+        // to read 0): it goes out of service now, whatever the device status.
+        q->set_ready(false);
+        return;
+      }
+      // Before DRIVER_OK the queue goes live with the others at DRIVER_OK. After it, enabling a
+      // queue again needs VIRTIO_F_RING_RESET (2.6.1), which is not offered: a request still in
+      // flight on the old ring could complete into the new one. It reads back 0 (not live).
+      if ((status_ & kStatusDriverOk) != 0 && !q->ready()) break;
+      q->set_ready(true);
       return;
     case kInterruptAck:
       interrupt_status_.fetch_and(~v, std::memory_order_acq_rel);
@@ -162,6 +173,13 @@ void VirtioMmioTransport::write_status(std::uint32_t value) noexcept {
   std::uint64_t features = 0;
   {
     std::lock_guard lock(mu_);
+    // 2.1: the status is 8 bits, and DEVICE_NEEDS_RESET is the device's to set; a driver that
+    // writes it (or bits past the field, or the undefined 0x10/0x20) would have the device
+    // refuse service with no interrupt to say why. Ignored and counted, like Linux never does.
+    if ((value & ~kDriverStatusBits) != 0) {
+      bad_accesses_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
     // 2.1.2: the driver never clears a status bit; only writing 0 resets. A write that would
     // clear one (to re-negotiate features under live queues, say) is ignored and counted.
     const std::uint32_t held = status_ & ~kStatusNeedsReset;
@@ -244,6 +262,15 @@ void VirtioMmioTransport::notify(std::uint32_t queue, bool from_eventfd) noexcep
   if (!live_.load(std::memory_order_acquire) || queue >= queues_.size()) {
     bad_notifies_.fetch_add(1, std::memory_order_relaxed);
     return;
+  }
+  {
+    // A queue the driver never enabled, took out of service (QueueReady=0) or that broke: the
+    // device would find nothing to pop; say so in the counter instead.
+    std::lock_guard lock(mu_);
+    if (!queues_[queue].active()) {
+      bad_notifies_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
   }
   device_.queue_notify(queue);
 }

@@ -11,6 +11,12 @@
 // malformed, or whose chains the walker rejects, sets DEVICE_NEEDS_RESET with a configuration
 // change interrupt (4.2.2.1), and the device serves no more requests until reset.
 //
+// Queues go live at DRIVER_OK (those with QueueReady 1 then). QueueReady=0 takes a queue out of
+// service at any time (Linux's del_vq): its notifies are refused and counted, completions still
+// owed to it are not published, and its registers may be rewritten. Enabling it again under
+// DRIVER_OK would need VIRTIO_F_RING_RESET (not offered) and is refused; reset (status 0)
+// clears every queue, QueueReady included, and InterruptStatus.
+//
 // Interrupts: the line is pulsed (an edge, as an irqfd delivers) each time a used buffer is
 // published that the driver did not suppress, or the status gains DEVICE_NEEDS_RESET.
 // Notifications arrive either through write() (the vCPU thread, the fallback) or
@@ -40,7 +46,7 @@ namespace minivmm::devices {
 struct VirtioMmioStats {
   std::uint64_t notifies_vcpu = 0;      // QueueNotify writes seen by the vCPU thread
   std::uint64_t notifies_eventfd = 0;   // notifications through the ioeventfd
-  std::uint64_t bad_notifies = 0;       // queue index out of range or queue not live
+  std::uint64_t bad_notifies = 0;       // before DRIVER_OK, queue out of range or not live
   std::uint64_t interrupts = 0;         // used-buffer interrupts raised
   std::uint64_t config_interrupts = 0;  // configuration-change interrupts (NEEDS_RESET)
   std::uint64_t resets = 0;
@@ -74,6 +80,10 @@ class VirtioMmioTransport final : public MmioDevice, private VirtioQueueHost {
   static constexpr std::uint32_t kStatusAcknowledge = 1, kStatusDriver = 2,
                                  kStatusDriverOk = 4, kStatusFeaturesOk = 8,
                                  kStatusNeedsReset = 0x40, kStatusFailed = 0x80;
+  // What a driver may write to Status (all but DEVICE_NEEDS_RESET, which the device sets).
+  static constexpr std::uint32_t kDriverStatusBits = kStatusAcknowledge | kStatusDriver |
+                                                     kStatusDriverOk | kStatusFeaturesOk |
+                                                     kStatusFailed;
   static constexpr std::uint32_t kInterruptUsedBuffer = 1, kInterruptConfigChange = 2;
 
   VirtioMmioTransport(VirtioDevice& device, const GuestRam& ram, IrqLine& irq);

@@ -60,6 +60,16 @@ std::string_view queue_error_name(QueueError e) noexcept {
   return "unknown";
 }
 
+void Virtqueue::set_ready(bool r) noexcept {
+  ready_ = r;
+  if (!r) {
+    active_ = false;
+    // A broken queue out of service is just out of service: the transport's
+    // DEVICE_NEEDS_RESET, not this flag, keeps the device from serving until reset.
+    broken_ = false;
+  }
+}
+
 bool Virtqueue::activate(const GuestRam& ram, bool indirect, bool event_idx) noexcept {
   ram_ = ram;
   indirect_ = indirect;

@@ -82,8 +82,12 @@ class Virtqueue {
   std::uint64_t desc_addr() const noexcept { return desc_; }
   std::uint64_t avail_addr() const noexcept { return avail_; }
   std::uint64_t used_addr() const noexcept { return used_; }
+  // QueueReady as the driver last wrote it (4.2.2): the queue goes live at activate().
   bool ready() const noexcept { return ready_; }
-  void set_ready(bool r) noexcept { ready_ = r; }
+  // false takes a live queue out of service at once (Linux's del_vq writes QueueReady=0 and
+  // reads it back): nothing more is popped, completions still owed to it are not published, and
+  // the configuration may be rewritten. Indexes restart at the next activate().
+  void set_ready(bool r) noexcept;
 
   // Checks size, alignment and that all three rings lie in `ram`; on success the queue can be
   // used (indexes from 0). On failure the queue is broken and the error counted.

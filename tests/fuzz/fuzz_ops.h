@@ -116,6 +116,10 @@ class OpWriter {
     return add(OpKind::kHost, arg, port, value);
   }
   OpWriter& pause_resume() { return add(OpKind::kPauseResume, 0, 0, 0); }
+  // Any record as is, for targets that read the fields their own way (virtio_mmio_rig.h).
+  OpWriter& raw(OpKind kind, std::uint8_t arg, std::uint16_t port, std::uint32_t value) {
+    return add(kind, arg, port, value);
+  }
 
   const std::vector<std::uint8_t>& bytes() const noexcept { return bytes_; }
 

@@ -400,6 +400,196 @@ void io_bus_seeds(Corpus& c, const std::string& t) {
   c.add(t, "unmapped", w);
 }
 
+// --- virtio-mmio (virtio_mmio_rig.h): bus offsets +0 console, +0x1000 blk; RAM pokes. ------
+// A driver's register sequence by bus offset; RAM written 32 bits at a time.
+class VirtioSeed {
+ public:
+  static constexpr std::uint8_t kW4 = 2, kDirect = 4;
+  // Register offsets and status bits (virtio 1.2 4.2.2), as the transport has them.
+  static constexpr std::uint16_t kMagic = 0x000, kVersion = 0x004, kDeviceId = 0x008,
+                                 kDevFeatures = 0x010, kDevFeaturesSel = 0x014,
+                                 kDrvFeatures = 0x020, kDrvFeaturesSel = 0x024, kQueueSel = 0x030,
+                                 kQueueNumMax = 0x034, kQueueNum = 0x038, kQueueReady = 0x044,
+                                 kQueueNotify = 0x050, kIsr = 0x060, kAck = 0x064,
+                                 kStatus = 0x070, kDescLo = 0x080, kDescHi = 0x084,
+                                 kAvailLo = 0x090, kAvailHi = 0x094, kUsedLo = 0x0a0,
+                                 kUsedHi = 0x0a4, kConfig = 0x100;
+  static constexpr std::uint32_t kAckS = 1, kDriverS = 2, kDriverOkS = 4, kFeaturesOkS = 8,
+                                 kFailedS = 0x80;
+
+  VirtioSeed(OpWriter& w, std::uint16_t window) : w_(w), base_(window) {}
+
+  VirtioSeed& rd(std::uint16_t reg) {
+    w_.raw(minivmm::fuzz::OpKind::kRead, kW4, static_cast<std::uint16_t>(base_ + reg), 0);
+    return *this;
+  }
+  VirtioSeed& wr(std::uint16_t reg, std::uint32_t v) {
+    w_.raw(minivmm::fuzz::OpKind::kWrite, kW4, static_cast<std::uint16_t>(base_ + reg), v);
+    return *this;
+  }
+  VirtioSeed& poke(std::uint16_t addr, std::uint32_t v) {
+    w_.raw(minivmm::fuzz::OpKind::kAdvanceLate, 2, addr, v);
+    return *this;
+  }
+  VirtioSeed& poke16(std::uint16_t addr, std::uint16_t v) {
+    w_.raw(minivmm::fuzz::OpKind::kAdvanceLate, 1, addr, v);
+    return *this;
+  }
+  // struct virtq_desc at table + 16 * i.
+  VirtioSeed& desc(std::uint16_t table, std::uint16_t i, std::uint32_t addr, std::uint32_t len,
+                   std::uint16_t flags, std::uint16_t next) {
+    const auto at = static_cast<std::uint16_t>(table + 16 * i);
+    return poke(at, addr).poke(static_cast<std::uint16_t>(at + 4), 0)
+        .poke(static_cast<std::uint16_t>(at + 8), len)
+        .poke(static_cast<std::uint16_t>(at + 12), flags | (std::uint32_t{next} << 16));
+  }
+  // Linux's virtio_mmio probe and vm_setup_vq for each queue (size, rings at `bases`).
+  VirtioSeed& probe(std::uint64_t features, std::uint16_t size,
+                    std::initializer_list<std::uint16_t> bases) {
+    rd(kMagic).rd(kVersion).rd(kDeviceId).wr(kStatus, 0).wr(kStatus, kAckS)
+        .wr(kStatus, kAckS | kDriverS);
+    wr(kDevFeaturesSel, 1).rd(kDevFeatures).wr(kDevFeaturesSel, 0).rd(kDevFeatures);
+    wr(kDrvFeaturesSel, 1).wr(kDrvFeatures, static_cast<std::uint32_t>(features >> 32));
+    wr(kDrvFeaturesSel, 0).wr(kDrvFeatures, static_cast<std::uint32_t>(features));
+    wr(kStatus, kAckS | kDriverS | kFeaturesOkS).rd(kStatus);
+    std::uint32_t q = 0;
+    for (const std::uint16_t b : bases) {
+      const std::uint32_t avail = b + 16u * size, used = (avail + 6u + 2u * size + 3u) & ~3u;
+      wr(kQueueSel, q++).rd(kQueueReady).rd(kQueueNumMax).wr(kQueueNum, size);
+      wr(kDescLo, b).wr(kDescHi, 0).wr(kAvailLo, avail).wr(kAvailHi, 0);
+      wr(kUsedLo, used).wr(kUsedHi, 0).wr(kQueueReady, 1);
+    }
+    return wr(kStatus, kAckS | kDriverS | kFeaturesOkS | kDriverOkS);
+  }
+  // Publishes `head` as avail entry `slot` of a queue at `base` and sets avail.idx to slot + 1.
+  VirtioSeed& publish(std::uint16_t base, std::uint16_t size, std::uint16_t slot,
+                      std::uint16_t head) {
+    const auto avail = static_cast<std::uint16_t>(base + 16 * size);
+    return poke16(static_cast<std::uint16_t>(avail + 4 + 2 * slot), head)
+        .poke16(static_cast<std::uint16_t>(avail + 2), static_cast<std::uint16_t>(slot + 1));
+  }
+  // Linux's vm_del_vq: select, QueueReady=0, read it back.
+  VirtioSeed& del_vq(std::uint32_t q) { return wr(kQueueSel, q).wr(kQueueReady, 0).rd(kQueueReady); }
+
+ private:
+  OpWriter& w_;
+  std::uint16_t base_;
+};
+
+void virtio_mmio_seeds(Corpus& c, const std::string& t) {
+  using minivmm::fuzz::OpKind;
+  constexpr std::uint64_t kVersion1 = 1ull << 32, kIndirect = 1ull << 28, kEventIdx = 1ull << 29;
+  constexpr std::uint16_t kNext = 1, kWrite = 2, kIndirectF = 4;
+  constexpr std::uint16_t kConsole = 0x0000, kBlk = 0x1000;
+  // Console queues (size 16) at 0x1000 (rx) and 0x2000 (tx); blk (size 64) at 0x4000; buffers
+  // from 0x8000.
+  {
+    // The Linux console: probe, post a receive buffer, print "hello\n", host input, ack, del_vq
+    // of both queues (read back 0), reset.
+    OpWriter w;
+    VirtioSeed s(w, kConsole);
+    s.probe(kVersion1 | kEventIdx, 16, {0x1000, 0x2000});
+    s.desc(0x1000, 0, 0x9000, 64, kWrite, 0).publish(0x1000, 16, 0, 0).wr(VirtioSeed::kQueueNotify, 0);
+    s.poke(0x8000, 0x6c6c6568).poke(0x8004, 0x0a6f);  // "hello\n"
+    s.desc(0x2000, 0, 0x8000, 6, 0, 0).publish(0x2000, 16, 0, 0).wr(VirtioSeed::kQueueNotify, 1);
+    w.raw(OpKind::kHost, 0, 0, 5);  // 5 bytes of host input
+    s.rd(VirtioSeed::kIsr).wr(VirtioSeed::kAck, 1).rd(VirtioSeed::kIsr);
+    s.del_vq(0).del_vq(1).wr(VirtioSeed::kQueueNotify, 1).wr(VirtioSeed::kStatus, 0);
+    c.add(t, "console_linux", w);
+  }
+  {
+    // A transmit buffer of 40 KiB: capped turns, the loop's resumes, a notify in between.
+    OpWriter w;
+    VirtioSeed s(w, kConsole);
+    s.probe(kVersion1, 16, {0x1000, 0x2000});
+    s.desc(0x2000, 0, 0x6000, 0xa000, 0, 0).publish(0x2000, 16, 0, 0);
+    w.raw(OpKind::kAdvance, 0, 0, 1);  // notify queue 1 through the ioeventfd
+    w.raw(OpKind::kHost, 1, 0, 0);     // the loop runs the scheduled resume
+    s.wr(VirtioSeed::kQueueNotify, 1);
+    w.raw(OpKind::kHost, 1, 0, 0).raw(OpKind::kHost, 2, 0, 0);
+    c.add(t, "console_capped", w);
+  }
+  {
+    // Many small indirect buffers: the descriptor cap.
+    OpWriter w;
+    VirtioSeed s(w, kConsole);
+    s.probe(kVersion1 | kIndirect, 16, {0x1000, 0x2000});
+    for (std::uint16_t i = 0; i < 40; ++i) {
+      s.desc(0x3000, i, 0x8000 + i, 1, i + 1 < 40 ? kNext : 0, static_cast<std::uint16_t>(i + 1));
+    }
+    for (std::uint16_t h = 0; h < 8; ++h) {
+      s.desc(0x2000, h, 0x3000, 40 * 16, kIndirectF, 0).publish(0x2000, 16, h, h);
+    }
+    s.wr(VirtioSeed::kQueueNotify, 1);
+    w.raw(OpKind::kHost, 1, 0, 0);
+    c.add(t, "console_descriptor_cap", w);
+  }
+  {
+    // The Linux blk driver: probe, read capacity, a 1 KiB read, a write, a flush, GET_ID;
+    // notifies by register and ioeventfd; ack; del_vq; reset.
+    OpWriter w;
+    VirtioSeed s(w, kBlk);
+    s.probe(kVersion1 | kEventIdx | (1ull << 9) | (1ull << 6) | (1ull << 2), 64, {0x4000});
+    s.rd(VirtioSeed::kConfig).rd(VirtioSeed::kConfig + 4).rd(VirtioSeed::kConfig + 20);
+    const auto request = [&](std::uint16_t head, std::uint16_t slot, std::uint32_t type,
+                             std::uint32_t sector, std::uint32_t len, bool device_writes) {
+      const auto hdr = static_cast<std::uint16_t>(0x8000 + 0x100 * slot);
+      s.poke(hdr, type).poke(static_cast<std::uint16_t>(hdr + 4), 0)
+          .poke(static_cast<std::uint16_t>(hdr + 8), sector)
+          .poke(static_cast<std::uint16_t>(hdr + 12), 0);
+      std::uint16_t i = head;
+      s.desc(0x4000, i, hdr, 16, kNext, static_cast<std::uint16_t>(i + 1));
+      ++i;
+      if (len > 0) {
+        s.desc(0x4000, i, 0xa000, len, static_cast<std::uint16_t>((device_writes ? kWrite : 0) | kNext),
+               static_cast<std::uint16_t>(i + 1));
+        ++i;
+      }
+      s.desc(0x4000, i, static_cast<std::uint32_t>(hdr + 0x80), 1, kWrite, 0);
+      s.publish(0x4000, 64, slot, head);
+    };
+    request(0, 0, 0, 2, 1024, true);
+    s.wr(VirtioSeed::kQueueNotify, 0);
+    request(3, 1, 1, 4, 512, false);
+    w.raw(OpKind::kAdvance, 1, 0, 0);
+    request(6, 2, 4, 0, 0, false);
+    request(8, 3, 8, 0, 20, true);
+    s.wr(VirtioSeed::kQueueNotify, 0);
+    s.rd(VirtioSeed::kIsr).wr(VirtioSeed::kAck, 1).del_vq(0).wr(VirtioSeed::kQueueNotify, 0);
+    s.wr(VirtioSeed::kStatus, 0);
+    c.add(t, "blk_linux", w);
+  }
+  {
+    // The bring-up macro for both, then a bad ring (head out of range): NEEDS_RESET and a
+    // config interrupt; FAILED on top; reset.
+    OpWriter w;
+    w.raw(OpKind::kPauseResume, 0, 0x1000, 4).raw(OpKind::kPauseResume, 1 | 2 | 4, 0x4000, 6);
+    VirtioSeed s(w, kBlk);
+    s.publish(0x4000, 64, 0, 200).wr(VirtioSeed::kQueueNotify, 0).rd(VirtioSeed::kStatus);
+    s.rd(VirtioSeed::kIsr).wr(VirtioSeed::kAck, 2);
+    s.wr(VirtioSeed::kStatus, 0x4f | VirtioSeed::kFailedS).rd(VirtioSeed::kStatus);
+    s.wr(VirtioSeed::kStatus, 0).rd(VirtioSeed::kStatus);
+    c.add(t, "needs_reset_failed", w);
+  }
+  {
+    // Bad accesses: every width at unaligned offsets, 8-byte registers, config past its end,
+    // the gap between the windows, beyond them, far offsets straight to a transport.
+    OpWriter w;
+    for (std::uint8_t width = 0; width < 4; ++width) {
+      for (const std::uint16_t p : std::initializer_list<std::uint16_t>{
+               0x0000, 0x0002, 0x0063, 0x0070, 0x00fe, 0x0100, 0x013c, 0x0ffc, 0x0fff, 0x1000,
+               0x1100, 0x1ffe, 0x2000, 0xfffc}) {
+        w.raw(OpKind::kRead, width, p, 0).raw(OpKind::kWrite, width, p, 0x01020304);
+      }
+      w.raw(OpKind::kRead, static_cast<std::uint8_t>(width | VirtioSeed::kDirect), 0x2000, 0);
+      w.raw(OpKind::kRead, static_cast<std::uint8_t>(width | VirtioSeed::kDirect | 8 | 16), 0xfff8,
+            0xffffffff);
+      w.raw(OpKind::kWrite, static_cast<std::uint8_t>(width | VirtioSeed::kDirect | 8), 0xf000, 7);
+    }
+    c.add(t, "bad_accesses", w);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -415,6 +605,8 @@ int main(int argc, char** argv) {
   debug_seeds(c, "debug_exit_post_port_fuzz", 0, 4);
   fw_cfg_testdev_seeds(c, "fw_cfg_testdev_fuzz");
   io_bus_seeds(c, "io_bus_fuzz");
+  c.set_prefix("");
+  virtio_mmio_seeds(c, "virtio_mmio_fuzz");
   std::printf("wrote %d seeds under %s\n", c.count(), argv[1]);
   return 0;
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -41,7 +42,7 @@ struct Rig {
   std::span<const std::uint8_t> bytes(const std::string& s) {
     return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
   }
-  FakeGuestRam mem{0x10000};
+  FakeGuestRam mem{0x40000};  // room for buffers bigger than a transmit turn
   FakeQueue rxq{mem, 0x1000, 8}, txq{mem, 0x2000, 8};
   VectorSink out;
   VirtioConsole console{out};
@@ -60,6 +61,182 @@ TEST(VirtioConsoleTest, GuestOutputReachesTheSink) {
   EXPECT_EQ(r.txq.used_idx(), 1);
   EXPECT_EQ(r.txq.used_len(0), 0u);
   EXPECT_EQ(r.console.stats().tx_bytes, banner.size());
+  EXPECT_EQ(r.out.writes(), 1);  // one sink write per turn, not one per buffer
+  EXPECT_EQ(r.console.stats().tx_capped, 0u);
+}
+
+// Transmit caps. Big buffers live from kBig on; the hook only counts, so each test decides when
+// the "loop" runs the next turn.
+constexpr std::uint64_t kBig = 0x10000;
+constexpr std::size_t kTurn = VirtioConsole::kTxBytesPerTurn;
+
+std::string pattern(std::size_t n, int seed) {
+  std::string s(n, '\0');
+  for (std::size_t i = 0; i < n; ++i) s[i] = static_cast<char>('!' + (i * 7 + static_cast<std::size_t>(seed)) % 90);
+  return s;
+}
+
+struct CapRig : Rig {
+  CapRig() : Rig(false) {
+    console.set_on_tx_pending([this] { ++hooks; });
+    drv.bring_up(kVirtioFVersion1 | minivmm::devices::kVirtioFIndirectDesc, {&rxq, &txq});
+  }
+  // Puts `text` in guest RAM at `at` and offers it as one chain of one buffer.
+  void offer(std::uint16_t desc, std::uint64_t at, const std::string& text) {
+    std::memcpy(mem.at(at), text.data(), text.size());
+    txq.add_chain(desc, {{at, static_cast<std::uint32_t>(text.size()), false}});
+  }
+  int hooks = 0;
+};
+
+// 2.5 turns' worth in one buffer: three turns, each one sink write of at most a turn's bytes,
+// the hook after each capped one, and the chain returned only after its last byte.
+TEST(VirtioConsoleTest, AHugeBufferGoesOutInCappedTurnsInOrder) {
+  CapRig r;
+  const std::string text = pattern(2 * kTurn + kTurn / 2, 1);
+  r.offer(0, kBig, text);
+  r.drv.notify(1);
+  EXPECT_EQ(r.out.str().size(), kTurn);
+  EXPECT_EQ(r.hooks, 1);
+  EXPECT_EQ(r.txq.used_idx(), 0);  // still being written out
+  r.console.resume_transmit();
+  EXPECT_EQ(r.out.str().size(), 2 * kTurn);
+  EXPECT_EQ(r.hooks, 2);
+  EXPECT_EQ(r.txq.used_idx(), 0);
+  r.console.resume_transmit();
+  EXPECT_EQ(r.out.str(), text);
+  EXPECT_EQ(r.hooks, 2);  // drained: nothing more scheduled
+  EXPECT_EQ(r.out.writes(), 3);
+  EXPECT_EQ(r.txq.used_idx(), 1);
+  const auto st = r.console.stats();
+  EXPECT_EQ(st.tx_capped, 2u);
+  EXPECT_EQ(st.tx_resumes, 2u);
+  EXPECT_EQ(st.tx_chains, 1u);
+  EXPECT_EQ(st.tx_bytes, text.size());
+}
+
+// Chains of many empty-ish buffers: the descriptor cap ends the turn between chains. 200
+// one-byte buffers per chain (indirect tables), so the turn takes two chains (400 >= 256) and
+// leaves the third.
+TEST(VirtioConsoleTest, ManyDescriptorsStopATurnAtTheDescriptorCap) {
+  CapRig r;
+  constexpr std::uint32_t kPerChain = 200;
+  std::string expected;
+  for (std::uint16_t c = 0; c < 3; ++c) {
+    const std::uint64_t data = kBig + 0x1000u * c, table = 0x20000 + 0x1000u * c;
+    for (std::uint32_t i = 0; i < kPerChain; ++i) {
+      *r.mem.at(data + i) = static_cast<std::byte>('a' + c);
+      r.txq.write_desc(table + 16u * i, data + i, 1,
+                       i + 1 < kPerChain ? minivmm::testing::kDescNext : 0,
+                       static_cast<std::uint16_t>(i + 1));
+    }
+    r.txq.set_desc(c, table, 16 * kPerChain, minivmm::testing::kDescIndirect);
+    r.txq.publish(c);
+    expected += std::string(kPerChain, static_cast<char>('a' + c));
+  }
+  r.drv.notify(1);
+  EXPECT_EQ(r.txq.used_idx(), 2);
+  EXPECT_EQ(r.out.str(), expected.substr(0, 2 * kPerChain));
+  EXPECT_EQ(r.out.writes(), 1);
+  EXPECT_EQ(r.hooks, 1);
+  r.console.resume_transmit();
+  EXPECT_EQ(r.txq.used_idx(), 3);
+  EXPECT_EQ(r.out.str(), expected);
+  EXPECT_EQ(r.hooks, 1);
+}
+
+// The guest notifies again while the rest of a buffer waits for the loop: the notify goes on
+// where the last turn stopped (the held buffer first), and the resume then finds nothing.
+TEST(VirtioConsoleTest, ANotifyDuringACappedBufferContinuesItBeforeTheNextOne) {
+  CapRig r;
+  const std::string big = pattern(kTurn + 100, 2);
+  r.offer(0, kBig, big);
+  r.drv.notify(1);
+  ASSERT_EQ(r.hooks, 1);
+  r.offer(1, 0x8000, "tail\n");
+  r.drv.notify(1);
+  EXPECT_EQ(r.out.str(), big + "tail\n");
+  EXPECT_EQ(r.txq.used_idx(), 2);
+  EXPECT_EQ(r.txq.used_id(0), 0u);
+  EXPECT_EQ(r.txq.used_id(1), 1u);
+  r.console.resume_transmit();
+  EXPECT_EQ(r.out.str(), big + "tail\n");
+  EXPECT_EQ(r.hooks, 1);  // the second notify was not capped, nor was the resume
+}
+
+// One resume in flight at a time: capped turns on several threads' notifies schedule one.
+TEST(VirtioConsoleTest, ACappedTurnWithAResumePendingSchedulesNoOther) {
+  CapRig r;
+  r.offer(0, kBig, pattern(3 * kTurn, 3));
+  r.drv.notify(1);
+  r.drv.notify(1);
+  EXPECT_EQ(r.out.str().size(), 2 * kTurn);
+  EXPECT_EQ(r.hooks, 1);
+  EXPECT_EQ(r.console.stats().tx_capped, 2u);
+  r.console.resume_transmit();  // the last third: drained, nothing scheduled
+  EXPECT_EQ(r.out.str().size(), 3 * kTurn);
+  EXPECT_EQ(r.hooks, 1);
+}
+
+TEST(VirtioConsoleTest, ResetDropsTheHeldBufferAndAPendingResumeDoesNothing) {
+  CapRig r;
+  r.offer(0, kBig, pattern(2 * kTurn, 4));
+  r.drv.notify(1);
+  ASSERT_EQ(r.hooks, 1);
+  r.drv.write(VirtioMmioTransport::kStatus, 0);
+  r.console.resume_transmit();
+  EXPECT_EQ(r.out.str().size(), kTurn);
+  EXPECT_EQ(r.console.stats().tx_resumes, 0u);
+  // The next driver's output comes out alone, nothing of the old buffer before it.
+  FakeQueue rx2{r.mem, 0x3000, 8}, tx2{r.mem, 0x4000, 8};
+  r.drv.bring_up(kVirtioFVersion1, {&rx2, &tx2});
+  std::memcpy(r.mem.at(0x8000), "new\n", 4);
+  tx2.add_chain(0, {{0x8000, 4, false}});
+  r.drv.notify(1);
+  EXPECT_EQ(r.out.str().substr(kTurn), "new\n");
+}
+
+TEST(VirtioConsoleTest, WithoutAHookTheRestWaitsForTheNextNotify) {
+  Rig r;
+  const std::string text = pattern(kTurn + 10, 5);
+  std::memcpy(r.mem.at(kBig), text.data(), text.size());
+  r.txq.add_chain(0, {{kBig, static_cast<std::uint32_t>(text.size()), false}});
+  r.drv.notify(1);
+  EXPECT_EQ(r.out.str().size(), kTurn);
+  r.drv.notify(1);
+  EXPECT_EQ(r.out.str(), text);
+}
+
+// At exit the VMM drains what the loop will no longer get to.
+TEST(VirtioConsoleTest, FlushTransmitWritesOutEverythingLeft) {
+  CapRig r;
+  const std::string a = pattern(3 * kTurn + 1, 6), b = "and the rest\n";
+  r.offer(0, kBig, a);
+  r.offer(1, 0x8000, b);
+  r.drv.notify(1);
+  r.console.flush_transmit();
+  EXPECT_EQ(r.out.str(), a + b);
+  EXPECT_EQ(r.txq.used_idx(), 2);
+  EXPECT_EQ(r.hooks, 1);  // flushing schedules nothing
+}
+
+// A guest can describe far more output than it has RAM (indirect tables pointing at the same
+// buffer again and again); the exit's flush stops after kTxFlushTurns turns.
+TEST(VirtioConsoleTest, FlushTransmitIsBounded) {
+  CapRig r;
+  constexpr std::uint32_t kEntries = 1024;  // the largest indirect table
+  constexpr std::uint64_t kTable = 0x20000;
+  for (std::uint32_t i = 0; i < kEntries; ++i) {
+    r.txq.write_desc(kTable + 16u * i, kBig, 0x8000,
+                     i + 1 < kEntries ? minivmm::testing::kDescNext : 0,
+                     static_cast<std::uint16_t>(i + 1));
+  }
+  r.txq.set_desc(0, kTable, 16 * kEntries, minivmm::testing::kDescIndirect);
+  r.txq.publish(0);  // 1024 * 32 KiB = 32 MiB in one chain
+  r.drv.notify(1);
+  r.console.flush_transmit();
+  EXPECT_EQ(r.out.str().size(), (1 + VirtioConsole::kTxFlushTurns) * kTurn);
+  EXPECT_EQ(r.txq.used_idx(), 0);  // still held: dropped by the reset that follows an exit
 }
 
 TEST(VirtioConsoleTest, InputFillsPostedReceiveBuffers) {
