@@ -153,6 +153,9 @@ Machine::Machine(Config config)
       wires[gsi] = testdev_lines_[gsi].get();
     }
     testdev_irq_ = std::make_unique<devices::PcTestdevIrq>(wires);
+    // Above the largest guest's RAM (3 GiB), so its accesses always exit to the MMIO bus.
+    mmio_bus_.attach(devices::PcTestdevIomem::kBase, devices::PcTestdevIomem::kSize,
+                     testdev_iomem_);
     bus_.attach(devices::PcTestdevIrq::kPort, devices::PcTestdevIrq::kPortCount, *testdev_irq_);
   }
   if (config_.pit == PitMode::kKvm) {
@@ -575,7 +578,10 @@ RunReport Machine::collect_report() const {
         {"flush_bad_accesses", testdev_flush_.bad_accesses()},
         {"irq_raises", ti.raises},
         {"irq_lowers", ti.lowers},
-        {"irq_bad_accesses", ti.bad_accesses}};
+        {"irq_bad_accesses", ti.bad_accesses},
+        {"iomem_reads", testdev_iomem_.reads()},
+        {"iomem_writes", testdev_iomem_.writes()},
+        {"iomem_bad_accesses", testdev_iomem_.bad_accesses()}};
     nlohmann::json unmapped = nlohmann::json::object();
     for (const auto& u2 : bus_.unmapped()) {
       unmapped[fmt::format("{:#06x}", u2.port)] = {{"reads", u2.reads}, {"writes", u2.writes}};

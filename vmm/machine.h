@@ -25,6 +25,7 @@
 #include "devices/mc146818_rtc.h"
 #include "devices/mmio_bus.h"
 #include "devices/pc_testdev_flush_page.h"
+#include "devices/pc_testdev_iomem.h"
 #include "devices/pc_testdev_irq.h"
 #include "devices/pc_testdev_port.h"
 #include "devices/post_port.h"
@@ -130,6 +131,7 @@ class Machine {
   devices::FwCfg fw_cfg_;
   devices::PcTestdevPort testdev_port_;
   devices::PcTestdevFlushPage testdev_flush_;
+  devices::PcTestdevIomem testdev_iomem_;
   std::array<std::unique_ptr<KvmIrqLine>, devices::PcTestdevIrq::kLines> testdev_lines_;
   std::unique_ptr<devices::PcTestdevIrq> testdev_irq_;
   std::atomic<std::uint64_t> flushes_outside_ram_{0};
