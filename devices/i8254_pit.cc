@@ -258,7 +258,7 @@ std::optional<std::uint64_t> I8254Pit::resolve_acks_locked() noexcept {
     return 0;
   }
   const std::uint64_t unresolved = sent - resolved;
-  if (unresolved == 0) doubtful_retries_ = 0;
+  if (unresolved == 0) in_doubt_ = false;
   if (unresolved < 2) return unresolved;  // one may still be pending
   const std::uint64_t merged = unresolved - 1;
   edges_merged_ += merged;
@@ -302,21 +302,30 @@ void I8254Pit::deliver_owed_locked(Nanos now) noexcept {
     // irqfd holds the line up, the PIC reports an edge on it as delivered.
     const auto unresolved = resolve_acks_locked();
     bool free = unresolved && *unresolved == 0;
-    if (unresolved && !free && doubtful_retries_++ == 0) doubt_acks_ = last_acks_;
-    if (unresolved && !free && doubtful_retries_ > kMaxDoubtfulRetries &&
-        last_acks_ != doubt_acks_) {
-      // One edge in doubt (sent - acknowledged - merged = 1) for several retries while the
-      // guest went on acknowledging interrupts: a pending IRQ0 would have been taken, so it
-      // merged unseen (it came while an earlier edge was pending, and that one was
-      // acknowledged). Take it as merged and owe it. (A guest that acknowledges nothing, with
-      // interrupts off, is left alone: its edge is pending, and the owed ticks wait.)
-      ++edges_merged_;
-      ++stats_.ticks_merged;
-      ++owed_ticks_;
-      free = true;
+    if (unresolved && !free) {
+      // One edge unresolved: pending, or merged unseen (it came while the previous one was
+      // pending or in service, and that one's EOI was counted). Nothing tells which.
+      if (!in_doubt_) {
+        in_doubt_ = true;
+        doubt_acks_ = last_acks_;
+        doubtful_retries_ = 0;
+      } else if (last_acks_ != doubt_acks_) {
+        // The guest took an interrupt since: the edge in doubt is not pending, so it merged.
+        ++edges_merged_;
+        ++stats_.ticks_merged;
+        ++owed_ticks_;
+        in_doubt_ = false;
+        free = true;
+      } else if (++doubtful_retries_ > kMaxDoubtfulRetries) {
+        // No interrupt taken for several retries: a guest with interrupts off, or one idling
+        // for a tick that merged unseen. Waiting would stall the second for ever, so probe
+        // with the owed tick: if the first edge was pending the probe merges and the next
+        // audit owes it again; if not, the guest takes it and the doubt resolves as above.
+        doubtful_retries_ = 0;
+        free = true;
+      }
     }
     if (free) {
-      doubtful_retries_ = 0;
       irq0_.pulse();
       ++edges_sent_;
       sent = true;

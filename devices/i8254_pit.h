@@ -163,8 +163,9 @@ class I8254Pit final : public PortIoDevice {
   std::uint64_t acks_foreign_ = 0;   // acknowledgements of edges not ours (another source)
   std::uint64_t ticks_since_audit_ = 0;
   bool acks_unavailable_ = false;    // the line cannot count acknowledgements: no audits
-  // Owed-tick retries in a row that found an edge unresolved, and the acknowledgement count
-  // when the first of them did (the last read is last_acks_).
+  // An edge unresolved at an owed-tick retry (in_doubt_), the acknowledgement count when that
+  // was first seen (the last read is last_acks_), and the retries since without any.
+  bool in_doubt_ = false;
   std::uint64_t doubtful_retries_ = 0;
   std::uint64_t doubt_acks_ = 0;
   std::uint64_t last_acks_ = 0;

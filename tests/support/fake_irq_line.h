@@ -29,7 +29,9 @@ class FakeIrqLine final : public devices::IrqLine {
     ++rising_edges_;
     level_ = false;
     if (model_) {
-      if (pending_) {
+      // KVM's resampler holds the line up until the EOI, so an edge while the previous one is
+      // pending or still in service merges.
+      if (pending_ || in_service_) {
         ++merged_;
       } else {
         pending_ = true;
@@ -39,7 +41,7 @@ class FakeIrqLine final : public devices::IrqLine {
   bool pulse_checked() noexcept override {
     std::lock_guard lock(mu_);
     if (model_) {
-      if (pending_) {
+      if (pending_ || in_service_) {
         ++coalesced_;
         return false;
       }
@@ -66,11 +68,23 @@ class FakeIrqLine final : public devices::IrqLine {
   }
 
   void service() {
+    take();
+    eoi();
+  }
+  // The two halves of service(): the CPU accepts the interrupt (the handler starts)...
+  void take() {
     std::lock_guard lock(mu_);
     if (!pending_) return;
     pending_ = false;
-    ++acks_;
+    in_service_ = true;
     ++serviced_;
+  }
+  // ...and the handler's EOI, which KVM's resampler counts.
+  void eoi() {
+    std::lock_guard lock(mu_);
+    if (!in_service_) return;
+    in_service_ = false;
+    ++acks_;
   }
   // An acknowledgement of an interrupt some other source raised on the same line.
   void foreign_ack() { std::lock_guard lock(mu_); ++acks_; }
@@ -97,6 +111,7 @@ class FakeIrqLine final : public devices::IrqLine {
   std::vector<bool> levels_;
   bool model_ = false;
   bool pending_ = false;
+  bool in_service_ = false;
   std::uint64_t acks_ = 0;
   int serviced_ = 0;
   int merged_ = 0;
