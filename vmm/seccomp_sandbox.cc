@@ -109,6 +109,18 @@ void check(int rc, const char* what) {
   if (rc < 0) throw std::system_error(-rc, std::generic_category(), what);
 }
 
+// Argument `index` equal to `value` in its low 32 bits: the kernel reads fds, ioctl requests
+// and fcntl commands as unsigned int, whatever the caller left in the upper half of the
+// register. What SCMP_A0_32 expands to, without its C compound literal.
+scmp_arg_cmp low32_equals(unsigned index, std::uint32_t value) {
+  scmp_arg_cmp c{};
+  c.arg = index;
+  c.op = SCMP_CMP_MASKED_EQ;
+  c.datum_a = 0xffffffffu;
+  c.datum_b = value;
+  return c;
+}
+
 class FilterContext {
  public:
   explicit FilterContext(std::uint32_t default_action) : ctx_(seccomp_init(default_action)) {
@@ -153,17 +165,15 @@ void SeccompSandbox::enter(ThreadKind kind, const SyscallAllowList& list) {
             "seccomp_rule_add");
     }
     for (const SyscallAllowList::ArgRule& r : all.arg_rules()) {
-      // 32-bit comparisons: the kernel reads fd and request (or cmd) as unsigned int, whatever
-      // the caller left in the upper half of the register.
       const int nr = static_cast<int>(r.nr);
       if (r.fd == SyscallAllowList::kAnyFd) {
-        check(seccomp_rule_add(filter.get(), SCMP_ACT_ALLOW, nr, 1,
-                               SCMP_A1_32(SCMP_CMP_EQ, r.arg1)),
+        const scmp_arg_cmp args[] = {low32_equals(1, r.arg1)};
+        check(seccomp_rule_add_array(filter.get(), SCMP_ACT_ALLOW, nr, 1, args),
               "seccomp_rule_add(arg1)");
       } else {
-        check(seccomp_rule_add(filter.get(), SCMP_ACT_ALLOW, nr, 2,
-                               SCMP_A0_32(SCMP_CMP_EQ, static_cast<std::uint32_t>(r.fd)),
-                               SCMP_A1_32(SCMP_CMP_EQ, r.arg1)),
+        const scmp_arg_cmp args[] = {low32_equals(0, static_cast<std::uint32_t>(r.fd)),
+                                     low32_equals(1, r.arg1)};
+        check(seccomp_rule_add_array(filter.get(), SCMP_ACT_ALLOW, nr, 2, args),
               "seccomp_rule_add(fd, arg1)");
       }
     }
