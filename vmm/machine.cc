@@ -349,7 +349,6 @@ SeccompFacts Machine::seccomp_facts() const {
   f.poll_timerfd =
       config_.poller == PollerKind::kTimerfdEpoll || config_.poller == PollerKind::kAuto;
   f.control_socket = !config_.api_socket.empty();
-  f.drives = !config_.drives.empty();
 #ifdef MINIVMM_SANITIZER_RUNTIME
   f.sanitizer_runtime = true;
 #endif

@@ -12,12 +12,16 @@ namespace {
 // Every thread: memory (malloc, std::vector, spdlog), locks and joins, clocks (vDSO, with a
 // syscall fallback on hosts whose clocksource has no vDSO path), logging to stderr, signal
 // returns (the vCPU kick and timer signals, the SIGSYS report), and thread or process exit
-// (glibc returns a finished thread's stack with madvise).
+// (glibc returns a finished thread's stack with madvise). And what a crash needs to be
+// reported as itself rather than as a seccomp violation: abort() and crash_signals.h's
+// handler put the previous disposition back (rt_sigaction) and raise the signal again
+// (getpid, gettid, tgkill).
 SyscallAllowList common_list(const SeccompFacts& facts) {
   SyscallAllowList l;
   l.allow({SYS_mmap, SYS_munmap, SYS_mremap, SYS_madvise, SYS_brk, SYS_mprotect});
   l.allow({SYS_futex, SYS_write, SYS_clock_gettime, SYS_rt_sigprocmask, SYS_rt_sigreturn,
            SYS_restart_syscall, SYS_exit, SYS_exit_group, SYS_getpid, SYS_gettid});
+  l.allow({SYS_rt_sigaction, SYS_tgkill});
   if (facts.sanitizer_runtime) {
     // ASan/UBSan/TSan share every thread with us. Their allocators and shadow memory map and
     // unmap (already allowed); TSan's interceptors query and restore signal state around
@@ -25,11 +29,11 @@ SyscallAllowList common_list(const SeccompFacts& facts) {
     // thread, with its filter) clones a tracer thread that inherits that filter, reads
     // /proc/self/task and ptrace-attaches every thread; a report reads /proc/self/maps.
     // None of it runs in a normal build.
-    l.allow({SYS_rt_sigaction, SYS_sigaltstack, SYS_sched_yield, SYS_nanosleep,
+    l.allow({SYS_sigaltstack, SYS_sched_yield, SYS_nanosleep,
              SYS_clock_nanosleep, SYS_clone, SYS_ptrace, SYS_wait4, SYS_prctl, SYS_getppid,
              SYS_open, SYS_openat, SYS_close, SYS_read, SYS_pread64, SYS_getdents64, SYS_lseek,
              SYS_fstat, SYS_newfstatat, SYS_readlink, SYS_readlinkat, SYS_getrlimit,
-             SYS_prlimit64, SYS_sched_getaffinity, SYS_tgkill, SYS_kill, SYS_uname,
+             SYS_prlimit64, SYS_sched_getaffinity, SYS_kill, SYS_uname,
              SYS_process_vm_readv, SYS_set_robust_list, SYS_rseq, SYS_getrusage, SYS_sysinfo,
              SYS_mincore, SYS_pipe2, SYS_dup2, SYS_execve, SYS_fork, SYS_vfork});
   }

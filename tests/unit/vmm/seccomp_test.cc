@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "vmm/crash_signals.h"
 #include "vmm/exit_code.h"
 #include "vmm/seccomp_allow_lists.h"
 #include "vmm/seccomp_mode.h"
@@ -185,6 +186,19 @@ TEST(SeccompSandboxTest, ForbiddenSyscallEndsTheProcessWithOneLineNamingThreadAn
             0u)
       << r.err;
   EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+}
+
+// A crash in a filtered thread is reported as that crash: crash_signals.h's handler and
+// abort() may still hand the signal back and raise it, instead of trapping on the way.
+TEST(SeccompSandboxTest, ACrashInAFilteredThreadIsStillThatCrash) {
+  const ChildResult r = in_child([] {
+    install_crash_signal_handlers();
+    SeccompSandbox sandbox(SeccompMode::kOn);
+    sandbox.enter(ThreadKind::kVcpu, vcpu_allow_list(facts(), kVcpuFd));
+    ::abort();
+  });
+  EXPECT_TRUE(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGABRT) << r.status << r.err;
+  EXPECT_EQ(r.err.find("seccomp"), std::string::npos) << r.err;
 }
 
 TEST(SeccompSandboxTest, AllowedSyscallsStillWork) {
