@@ -31,7 +31,7 @@ SyscallAllowList common_list(const SeccompFacts& facts) {
     // None of it runs in a normal build.
     l.allow({SYS_sigaltstack, SYS_sched_yield, SYS_nanosleep,
              SYS_clock_nanosleep, SYS_clone, SYS_ptrace, SYS_wait4, SYS_prctl, SYS_getppid,
-             SYS_open, SYS_openat, SYS_close, SYS_read, SYS_pread64, SYS_getdents64, SYS_lseek,
+             SYS_open, SYS_openat, SYS_close, SYS_read, SYS_pread64, SYS_getdents, SYS_getdents64, SYS_lseek,
              SYS_fstat, SYS_newfstatat, SYS_readlink, SYS_readlinkat, SYS_getrlimit,
              SYS_prlimit64, SYS_sched_getaffinity, SYS_kill, SYS_uname,
              SYS_process_vm_readv, SYS_set_robust_list, SYS_rseq, SYS_getrusage, SYS_sysinfo,
