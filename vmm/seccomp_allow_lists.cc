@@ -23,19 +23,23 @@ SyscallAllowList common_list(const SeccompFacts& facts) {
            SYS_restart_syscall, SYS_exit, SYS_exit_group, SYS_getpid, SYS_gettid});
   l.allow({SYS_rt_sigaction, SYS_tgkill});
   if (facts.sanitizer_runtime) {
-    // ASan/UBSan/TSan share every thread with us. Their allocators and shadow memory map and
-    // unmap (already allowed); TSan's interceptors query and restore signal state around
-    // every blocking call and signal delivery; LeakSanitizer's check at exit (on the main
-    // thread, with its filter) clones a tracer thread that inherits that filter, reads
-    // /proc/self/task and ptrace-attaches every thread; a report reads /proc/self/maps.
-    // None of it runs in a normal build.
-    l.allow({SYS_sigaltstack, SYS_sched_yield, SYS_nanosleep,
-             SYS_clock_nanosleep, SYS_clone, SYS_ptrace, SYS_wait4, SYS_prctl, SYS_getppid,
-             SYS_open, SYS_openat, SYS_close, SYS_read, SYS_pread64, SYS_getdents, SYS_getdents64, SYS_lseek,
-             SYS_fstat, SYS_newfstatat, SYS_readlink, SYS_readlinkat, SYS_getrlimit,
-             SYS_prlimit64, SYS_sched_getaffinity, SYS_kill, SYS_uname,
-             SYS_process_vm_readv, SYS_set_robust_list, SYS_rseq, SYS_getrusage, SYS_sysinfo,
-             SYS_mincore, SYS_pipe2, SYS_dup2, SYS_execve, SYS_fork, SYS_vfork});
+    // ASan/UBSan/TSan share every thread with us; none of this runs in a normal build. Seen
+    // (strace -f, --seccomp log) on this project's runs: sigaltstack, pipe2, sched_yield,
+    // clone, prctl, getdents; the rest is what the same paths of the runtimes call.
+    // Allocators, shadow memory, per-thread alternate signal stacks, interceptors that probe
+    // memory through a pipe or wait for one another.
+    l.allow({SYS_sigaltstack, SYS_mincore, SYS_getrlimit, SYS_prlimit64, SYS_sched_getaffinity,
+             SYS_sysinfo, SYS_uname, SYS_pipe2, SYS_sched_yield, SYS_nanosleep,
+             SYS_clock_nanosleep, SYS_set_robust_list, SYS_rseq, SYS_getrusage});
+    // LeakSanitizer at exit, on the main thread: a tracer clone that inherits the loop's
+    // filter, checks its parent, lists /proc/self/task, ptrace-attaches every thread and reads
+    // their registers and memory.
+    l.allow({SYS_clone, SYS_prctl, SYS_getppid, SYS_ptrace, SYS_wait4, SYS_process_vm_readv,
+             SYS_kill, SYS_open, SYS_openat, SYS_close, SYS_read, SYS_pread64, SYS_getdents,
+             SYS_getdents64, SYS_lseek, SYS_fstat, SYS_newfstatat, SYS_readlink,
+             SYS_readlinkat});
+    // A report reads /proc/self/maps (above) and starts a symbolizer.
+    l.allow({SYS_dup2, SYS_execve, SYS_fork, SYS_vfork});
   }
   return l;
 }

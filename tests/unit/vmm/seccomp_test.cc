@@ -164,7 +164,9 @@ ChildResult in_child(Body body) {
   ChildResult r;
   char buf[512];
   ssize_t n;
-  while ((n = ::read(pipe_fds[0], buf, sizeof buf)) > 0) r.err.append(buf, static_cast<std::size_t>(n));
+  while ((n = ::read(pipe_fds[0], buf, sizeof buf)) > 0) {
+    r.err.append(buf, static_cast<std::size_t>(n));
+  }
   ::close(pipe_fds[0]);
   EXPECT_EQ(::waitpid(pid, &r.status, 0), pid);
   return r;
