@@ -22,11 +22,13 @@ void put(std::array<std::uint8_t, kCfgSize>& cfg, std::size_t at, T v) {
 
 }  // namespace
 
-VirtioBlk::VirtioBlk(BlockFile file, std::string id, bool use_worker)
+VirtioBlk::VirtioBlk(BlockFile file, std::string id, bool use_worker,
+                     std::function<bool()> on_worker_start)
     : file_(std::move(file)),
       id_(std::move(id)),
       capacity_(file_.size_bytes() / kSectorSize),
-      use_worker_(use_worker) {
+      use_worker_(use_worker),
+      on_worker_start_(std::move(on_worker_start)) {
   if (file_.size_bytes() % kSectorSize != 0) {
     spdlog::warn("drive {}: size is not a multiple of 512; the last {} bytes are not visible",
                  file_.path(), file_.size_bytes() % kSectorSize);
@@ -132,6 +134,7 @@ void VirtioBlk::queue_notify(std::size_t queue) noexcept {
 }
 
 void VirtioBlk::worker_main() noexcept {
+  if (on_worker_start_ && !on_worker_start_()) return;
   std::unique_lock lock(mu_);
   for (;;) {
     work_cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });

@@ -19,6 +19,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -47,7 +48,11 @@ class VirtioBlk final : public VirtioDevice {
                                  kFFlush = 1ull << 9, kFDiscard = 1ull << 13;
   static constexpr std::uint16_t kQueueSize = 256;
 
-  VirtioBlk(BlockFile file, std::string id, bool use_worker = true);
+  // `on_worker_start` runs first on the worker thread (minivmm installs the worker's seccomp
+  // filter there); when it returns false the worker ends at once and serves nothing (the run
+  // is being abandoned before the guest starts).
+  VirtioBlk(BlockFile file, std::string id, bool use_worker = true,
+            std::function<bool()> on_worker_start = nullptr);
   ~VirtioBlk() override;
   VirtioBlk(const VirtioBlk&) = delete;
   VirtioBlk& operator=(const VirtioBlk&) = delete;
@@ -96,6 +101,7 @@ class VirtioBlk final : public VirtioDevice {
   mutable std::mutex stats_mu_;
   VirtioBlkStats stats_;  // guarded by stats_mu_
 
+  std::function<bool()> on_worker_start_;
   std::thread worker_;  // last: starts after everything it uses
 };
 

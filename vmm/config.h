@@ -12,6 +12,7 @@
 #include "vmm/cpu_affinity.h"
 #include "vmm/cpuid_policy.h"
 #include "vmm/drive_spec.h"
+#include "vmm/seccomp_mode.h"
 
 namespace minivmm::vmm {
 
@@ -56,6 +57,10 @@ struct Config {
   // virtio-mmio devices (docs/virtio.md): --drive (virtio-blk, one per flag) and --console.
   std::vector<DriveSpec> drives;
   bool virtio_console = false;  // --console virtio: the guest console is virtio-console
+  // Per-thread syscall allow-lists (docs/reliability.md). seccomp_selftest: the hidden
+  // --seccomp-selftest, the thread kind that makes a forbidden syscall once filtered.
+  SeccompMode seccomp = SeccompMode::kOn;
+  std::optional<ThreadKind> seccomp_selftest;
 };
 
 }  // namespace minivmm::vmm

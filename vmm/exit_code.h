@@ -14,6 +14,7 @@ enum class ExitCode : int {
   kTripleFault = 8,      // KVM_EXIT_SHUTDOWN: the guest triple-faulted
   kGuestUnsupported = 10,  // KVM internal error / emulation failure / failed entry
   kHostFailure = 12,     // a host syscall failed while running
+  kSeccompViolation = 14,  // a thread made a syscall outside its seccomp allow-list (--seccomp)
   kSighup = 129,  // the terminal or the session went away: end the run like SIGTERM
   kSigint = 130,
   kSigterm = 143,

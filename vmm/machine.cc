@@ -77,6 +77,14 @@ std::vector<devices::BlockFile> open_drives(const Config& c) {
   return files;
 }
 
+SeccompSandbox make_sandbox(const Config& c) {
+  try {
+    return SeccompSandbox(c.seccomp, c.seccomp_selftest);
+  } catch (const std::system_error& e) {
+    throw VmmError(ExitCode::kHostFailure, std::string("seccomp: ") + e.what());
+  }
+}
+
 }  // namespace
 
 Machine::Machine(Config config)
@@ -97,6 +105,8 @@ Machine::Machine(Config config)
       drive_files_(open_drives(config_)),
       kvm_(),
       vm_(kvm_, ram_.memory()),
+      sandbox_(make_sandbox(config_)),
+      seccomp_facts_(seccomp_facts()),
       irq0_(vm_, kIrqPit,
             config_.irq_inject_ioctl.value_or(config_.pit_tick == PitTick::kVcpu)
                 ? IrqInject::kIoctl
@@ -207,8 +217,11 @@ Machine::Machine(Config config)
       virtio_->add("console", std::move(console));
     }
     for (std::size_t i = 0; i < drive_files_.size(); ++i) {
-      auto blk = std::make_unique<devices::VirtioBlk>(std::move(drive_files_[i]),
-                                                      "minivmm-blk" + std::to_string(i));
+      auto blk = std::make_unique<devices::VirtioBlk>(
+          std::move(drive_files_[i]), "minivmm-blk" + std::to_string(i), true, [this] {
+            return sandbox_.try_enter(ThreadKind::kBlkWorker,
+                                      blk_worker_allow_list(seccomp_facts_));
+          });
       virtio_blks_.push_back(blk.get());
       virtio_->add("blk" + std::to_string(i), std::move(blk));
     }
@@ -265,6 +278,9 @@ Machine::Machine(Config config)
     }
     vcpu->cpu_affinity(config_.cpu_affinity.vcpu);
     vcpu->mmio_bus(&mmio_bus_);
+    vcpu->on_steady_state([this, fd = vcpu->fd()] {
+      return sandbox_.try_enter(ThreadKind::kVcpu, vcpu_allow_list(seccomp_facts_, fd));
+    });
     vcpus_.push_back(std::move(vcpu));
   }
   if (vcpu_timers_) {
@@ -275,7 +291,11 @@ Machine::Machine(Config config)
 
   // Before run() starts the vCPU thread, so that it and every later thread inherit the mask.
   try {
-    stop_signals_ = std::make_unique<StopSignals>([this](int signo) { on_signal(signo); });
+    stop_signals_ = std::make_unique<StopSignals>(
+        [this](int signo) { on_signal(signo); },
+        [this] {
+          return sandbox_.try_enter(ThreadKind::kSignals, signals_allow_list(seccomp_facts_));
+        });
   } catch (const std::system_error& e) {
     throw VmmError(ExitCode::kHostFailure, std::string("signals: ") + e.what());
   }
@@ -334,6 +354,26 @@ void Machine::flush_guest_page(std::uint64_t page_gpa) noexcept {
       ::mprotect(host, kTestdevPageBytes, PROT_READ | PROT_WRITE) != 0) {
     spdlog::warn("pc-testdev: flush of page {:#x}: mprotect: {}", page_gpa, std::strerror(errno));
   }
+}
+
+SeccompFacts Machine::seccomp_facts() const {
+  SeccompFacts f;
+  f.vm_fd = vm_.fd();
+  f.pit_tick_vcpu = config_.pit == PitMode::kUser && config_.pit_tick == PitTick::kVcpu;
+  f.pit_tick_kernel = config_.pit == PitMode::kUser && config_.pit_tick == PitTick::kKernel;
+  f.alarm_posix_timer = config_.alarm == timers::AlarmKind::kDynticks;
+  f.alarm_timerfd =
+      config_.alarm == timers::AlarmKind::kTimerfd || config_.alarm == timers::AlarmKind::kPeriodic;
+  using loop::PollerKind;
+  f.poll_ppoll = config_.poller == PollerKind::kPpoll || config_.poller == PollerKind::kAuto;
+  f.poll_epoll = config_.poller != PollerKind::kPpoll;
+  f.poll_timerfd =
+      config_.poller == PollerKind::kTimerfdEpoll || config_.poller == PollerKind::kAuto;
+  f.control_socket = !config_.api_socket.empty();
+#ifdef MINIVMM_SANITIZER_RUNTIME
+  f.sanitizer_runtime = true;
+#endif
+  return f;
 }
 
 void Machine::on_signal(int signo) {
@@ -406,7 +446,17 @@ int Machine::run() {
     duration_timer_.arm_at(start_mono_ +
                            timers::Nanos{static_cast<std::int64_t>(*config_.duration_s * 1e9)});
   }
+  // The seccomp sandbox (seccomp_sandbox.h has the install order): the signal thread and the
+  // virtio-blk workers filtered themselves as they started; wait until they have, so that a
+  // failure ends the run before the guest starts. Then the vCPUs, which filter themselves
+  // before their first KVM_RUN, and this thread's own filter last: it starts no thread after.
+  sandbox_.wait_entered(ThreadKind::kSignals, 1);
+  sandbox_.wait_entered(ThreadKind::kBlkWorker, virtio_blks_.size());
+  if (const auto why = sandbox_.failure()) throw VmmError(ExitCode::kHostFailure, *why);
   for (auto& v : vcpus_) v->start();
+  if (!sandbox_.try_enter(ThreadKind::kLoop, loop_allow_list(seccomp_facts_))) {
+    request_stop(ExitCode::kHostFailure, "the loop thread could not be sandboxed");
+  }
   const bool ok = loop_->run();
   if (!ok) {
     spdlog::error("main loop failed: {}", std::strerror(errno));
@@ -623,6 +673,15 @@ RunReport Machine::collect_report() const {
     }
   }
   if (control_) r.api_socket = control_->stats_json();
+  {
+    const SeccompStats ss = sandbox_.stats();
+    nlohmann::json threads = nlohmann::json::object();
+    for (const ThreadKind k : kThreadKinds) {
+      const auto& ks = ss.kinds[static_cast<std::size_t>(k)];
+      threads[std::string(thread_kind_name(k))] = {{"filters", ks.filters}, {"rules", ks.rules}};
+    }
+    r.seccomp = {{"mode", std::string(seccomp_mode_name(ss.mode))}, {"threads", threads}};
+  }
   if (auto* ap = dynamic_cast<loop::AutoPoller*>(&loop_->poller())) {
     const auto s = ap->stats();
     nlohmann::json log = nlohmann::json::array();

@@ -50,6 +50,8 @@
 #include "vmm/kvm_irq_line.h"
 #include "vmm/boot/loaded_kernel.h"
 #include "vmm/run_report.h"
+#include "vmm/seccomp_allow_lists.h"
+#include "vmm/seccomp_sandbox.h"
 #include "vmm/stop_signals.h"
 #include "vmm/unique_fd.h"
 #include "vmm/vcpu.h"
@@ -88,6 +90,7 @@ class Machine {
   void on_signal(int signo);
   std::unique_ptr<ControlSocket> make_control_socket();
   void flush_guest_page(std::uint64_t page_gpa) noexcept;
+  SeccompFacts seccomp_facts() const;
 
   Config config_;
   std::vector<std::byte> kernel_image_;
@@ -115,6 +118,9 @@ class Machine {
 
   Kvm kvm_;
   Vm vm_;
+  // Before every thread it filters: it installs the SIGSYS report handler (main thread only).
+  SeccompSandbox sandbox_;
+  SeccompFacts seccomp_facts_;
   devices::IoBus bus_;
   KvmIrqLine irq0_;
   KvmIrqLine irq1_;

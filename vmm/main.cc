@@ -144,6 +144,19 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"serial", "virtio"}))
       ->capture_default_str();
   run->add_flag("--no-console-input", no_input, "do not forward stdin to the guest's COM1");
+  std::string seccomp = "on";
+  run->add_option("--seccomp", seccomp,
+                  "per-thread syscall allow-lists: on (a forbidden syscall ends the run with "
+                  "exit code 14), log (allowed, written to the kernel's audit log) or off")
+      ->check(enum_validator<int>(minivmm::vmm::parse_seccomp_mode, "seccomp mode"))
+      ->capture_default_str();
+  // Hidden (group ""): a test hook, not a feature. The named thread kind makes a forbidden
+  // syscall as soon as its filter is in place, so the tests can prove each kind is filtered
+  // and reported (tests/integration/seccomp_test.cc).
+  std::string seccomp_selftest;
+  run->add_option("--seccomp-selftest", seccomp_selftest,
+                  "test hook: loop, vcpu, signals or blk makes a forbidden syscall")
+      ->group("");
   std::string cpu_affinity;
   run->add_option("--cpu-affinity", cpu_affinity,
                   "pin threads to host CPUs: loop=CPU,vcpu=CPU (a CPU or a range a-b each; "
@@ -242,6 +255,17 @@ int main(int argc, char** argv) {
     std::fclose(f);
   }
   c.virtio_console = console == "virtio";
+  c.seccomp = *minivmm::vmm::parse_seccomp_mode(seccomp);
+  if (!seccomp_selftest.empty()) {
+    c.seccomp_selftest = minivmm::vmm::parse_thread_kind(seccomp_selftest);
+    if (!c.seccomp_selftest) {
+      std::fprintf(stderr,
+                   "minivmm: error: --seccomp-selftest: unknown thread kind '%s' (loop, vcpu, "
+                   "signals or blk)\n",
+                   seccomp_selftest.c_str());
+      return to_int(ExitCode::kUsage);
+    }
+  }
   for (const std::string& spec : drives) {
     std::string why;
     const auto d = minivmm::vmm::parse_drive_spec(spec, why);

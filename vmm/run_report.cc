@@ -75,6 +75,7 @@ nlohmann::json RunReport::to_json() const {
   j["devices"] = devices;
   j["auto_poller"] = auto_poller;
   j["api_socket"] = api_socket;
+  j["seccomp"] = seccomp;
   if (ticks_injected && *ticks_injected > 0) {
     const double t = static_cast<double>(*ticks_injected);
     j["per_tick"] = {
@@ -144,6 +145,17 @@ std::string RunReport::to_text() const {
       per_thread += fmt::format(" {} {}+{}", name, c.voluntary, c.involuntary);
     }
     s += fmt::format("  context switches by thread (voluntary+involuntary):{}\n", per_thread);
+  }
+  if (seccomp.is_object()) {
+    std::string filters;
+    if (seccomp.contains("threads")) {
+      for (const auto& [kind, k] : seccomp["threads"].items()) {
+        const auto n = k.value("filters", std::uint64_t{0});
+        if (n) filters += fmt::format(" {} {}x{}", kind, n, k.value("rules", std::uint64_t{0}));
+      }
+    }
+    s += fmt::format("  seccomp: {}; filters by thread (count x rules):{}\n",
+                     seccomp.value("mode", std::string("?")), filters.empty() ? " none" : filters);
   }
   std::string exits;
   for (const auto& [name, n] : kvm_exits) {

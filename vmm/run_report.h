@@ -84,6 +84,8 @@ struct RunReport {
   std::map<std::string, nlohmann::json> devices;       // per-device stats
   nlohmann::json auto_poller;   // --poll auto: its decisions and why; null otherwise
   nlohmann::json api_socket;    // --api-socket counters; null otherwise
+  // --seccomp: the mode and, per thread kind, how many threads loaded a filter and its rules.
+  nlohmann::json seccomp;
 
   nlohmann::json to_json() const;
   // rss / anon / pss minus the guest RAM resident (never below 0); nullopt without the figure.

@@ -35,8 +35,9 @@ void StopSignals::block() {
   }
 }
 
-StopSignals::StopSignals(std::function<void(int signo)> on_signal)
-    : on_signal_(std::move(on_signal)) {
+StopSignals::StopSignals(std::function<void(int signo)> on_signal,
+                         std::function<bool()> on_start)
+    : on_signal_(std::move(on_signal)), on_start_(std::move(on_start)) {
   block();
   thread_ = std::thread([this] { thread_main(); });
 }
@@ -48,6 +49,7 @@ StopSignals::~StopSignals() {
 
 void StopSignals::thread_main() {
   pthread_setname_np(pthread_self(), "signals");
+  if (on_start_ && !on_start_()) return;
   const sigset_t set = waited_set();
   for (;;) {
     siginfo_t info{};

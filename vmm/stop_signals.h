@@ -22,8 +22,10 @@ class StopSignals {
   // the constructor starts. Throws std::system_error when the host refuses.
   static void block();
 
-  // Blocks them (again) and starts the waiting thread. Throws std::system_error.
-  explicit StopSignals(std::function<void(int signo)> on_signal);
+  // Blocks them (again) and starts the waiting thread, which first runs `on_start` (its
+  // seccomp filter) and ends at once if that returns false. Throws std::system_error.
+  explicit StopSignals(std::function<void(int signo)> on_signal,
+                       std::function<bool()> on_start = nullptr);
   ~StopSignals();
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
@@ -32,6 +34,7 @@ class StopSignals {
   void thread_main();
 
   std::function<void(int)> on_signal_;
+  std::function<bool()> on_start_;
   std::thread thread_;
 };
 

@@ -290,6 +290,10 @@ void Vcpu::thread_main() {
       stop_ = true;
     }
   }
+  if (!stop_ && steady_state_hook_ && !steady_state_hook_()) {
+    on_stop_(ExitCode::kHostFailure, "vCPU thread could not be sandboxed");
+    stop_ = true;
+  }
   if (!stop_ && !run_loop()) {
     spdlog::error("vcpu{}: its timers failed: {}", index_, std::strerror(errno));
     on_stop_(ExitCode::kHostFailure, "vCPU timers failed");

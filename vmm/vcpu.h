@@ -87,6 +87,13 @@ class Vcpu {
   void host_timers(timers::ThreadTimers* timers) noexcept { timers_ = timers; }
   // Where KVM_EXIT_MMIO goes (nullptr: nothing is mapped, every access unmapped). Before start().
   void mmio_bus(devices::MmioBus* bus) noexcept { mmio_ = bus; }
+  // Run by the vCPU thread once its own set-up (pinning, hosted timers) is done, right before
+  // its first KVM_RUN: the seccomp filter goes in here. Before start(). Returning false stops
+  // the run with kHostFailure instead of running the guest.
+  void on_steady_state(std::function<bool()> hook) { steady_state_hook_ = std::move(hook); }
+
+  // The vCPU fd, for the allow-list that confines KVM_RUN to this vCPU's own fd.
+  int fd() const noexcept { return fd_.get(); }
 
   void start();
   // Makes KVM_RUN return now (or the next one return at once), from any thread; the vCPU then
@@ -132,6 +139,7 @@ class Vcpu {
   std::size_t run_size_ = 0;
 
   std::vector<int> cpus_;
+  std::function<bool()> steady_state_hook_;
   std::thread thread_;
   // The running thread's handle, for kick()'s pthread_kill; cleared (under kick_mu_) before
   // the thread returns, because signalling a thread that has been joined is undefined (it

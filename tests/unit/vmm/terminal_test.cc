@@ -5,6 +5,8 @@
 #include <pty.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -22,6 +24,9 @@
 #include "timers/monotonic_clock.h"
 #include "timers/poll_timeout_alarm.h"
 #include "vmm/crash_signals.h"
+#include "vmm/exit_code.h"
+#include "vmm/seccomp_allow_lists.h"
+#include "vmm/seccomp_sandbox.h"
 
 namespace minivmm::vmm {
 namespace {
@@ -80,6 +85,7 @@ TEST_F(TerminalTest, RawWhileRunningGivenBackOnStopTakenAgainOnContinueRestoredA
 void die_raw(int slave, int how) {
   const rlimit no_core{0, 0};  // these deaths are expected: no core files
   setrlimit(RLIMIT_CORE, &no_core);
+  if (how == 4 && dup2(slave, STDIN_FILENO) == STDIN_FILENO) slave = STDIN_FILENO;
   timers::MonotonicClock mono;
   timers::PollTimeoutAlarm alarm;
   timers::Dynticks dynticks{alarm, mono, {}};
@@ -100,6 +106,18 @@ void die_raw(int slave, int how) {
   volatile std::uintptr_t unmapped = 8;  // volatile: nothing the compiler can reason about
   if (how == 2) *reinterpret_cast<volatile int*>(unmapped) = 1;
   if (how == 3) raise(SIGSYS);  // what a seccomp trap delivers
+  if (how == 4) {
+    // A real seccomp trap: the sandbox's SIGSYS handler restores the terminal before its
+    // _exit. It may touch stdin only (ConsoleInput's terminal in minivmm), so the pty is
+    // stdin here.
+    SeccompFacts facts;
+#ifdef MINIVMM_SANITIZER_RUNTIME
+    facts.sanitizer_runtime = true;
+#endif
+    SeccompSandbox sandbox(SeccompMode::kOn);
+    sandbox.enter(ThreadKind::kVcpu, vcpu_allow_list(facts, -1));
+    ::syscall(SeccompSandbox::selftest_syscall(), AF_UNIX, SOCK_STREAM, 0);
+  }
   _exit(91);
 }
 
@@ -116,14 +134,20 @@ TEST_P(TerminalCrashTest, AFatalSignalGivesTheTerminalBack) {
               (WIFEXITED(status) && WEXITSTATUS(status) != 0 && WEXITSTATUS(status) < 90))
       << "status " << status;
   EXPECT_TRUE(cooked(slave_)) << "the terminal was left raw";
+  if (GetParam() == 4) {
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == to_int(ExitCode::kSeccompViolation))
+        << "status " << status;
+  }
 }
 
 std::string death_name(const ::testing::TestParamInfo<int>& p) {
-  static const char* const kNames[] = {"Sigsegv", "Abort", "NullWrite", "Sigsys"};
+  static const char* const kNames[] = {"Sigsegv", "Abort", "NullWrite", "Sigsys",
+                                       "SeccompTrap"};
   return kNames[p.param];
 }
 
-INSTANTIATE_TEST_SUITE_P(Deaths, TerminalCrashTest, ::testing::Values(0, 1, 2, 3), death_name);
+INSTANTIATE_TEST_SUITE_P(Deaths, TerminalCrashTest, ::testing::Values(0, 1, 2, 3, 4),
+                         death_name);
 
 }  // namespace
 }  // namespace minivmm::vmm
