@@ -75,7 +75,9 @@ class I8254Pit final : public PortIoDevice {
     std::uint64_t ticks_late = 0;       // periodic expiries run a whole period or more late
     std::uint64_t ticks_lost = 0;       // never delivered: discarded, over kMaxOwedTicks, or
                                         // still owed when the guest reprogrammed counter 0
-    std::uint64_t ticks_coalesced = 0;  // checked pulses merged with a pending IRQ0 (retried)
+    std::uint64_t ticks_coalesced = 0;  // owed-tick tries that found IRQ0 still pending (a
+                                        // checked pulse merged, or the acknowledgement count
+                                        // said busy): retried later
     std::uint64_t ticks_merged = 0;     // unchecked edges (on-time ticks, the pulse train's) that
                                         // the acknowledgement count shows merged: owed (kDelay)
                                         // or lost (kDiscard); not in ticks_injected

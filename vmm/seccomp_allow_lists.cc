@@ -69,6 +69,8 @@ SyscallAllowList loop_allow_list(const SeccompFacts& facts) {
   // libstdc++'s ofstream writes the stats with writev.
   l.allow({SYS_read, SYS_close, SYS_openat, SYS_fstat, SYS_newfstatat, SYS_lseek, SYS_getrusage,
            SYS_writev});
+  // The report: how much of guest RAM the host backed (GuestRamMapping::resident_bytes).
+  l.allow(SYS_mincore);
   // Kicking vCPUs out of KVM_RUN (pthread_kill: tgkill).
   l.allow(SYS_tgkill);
   if (facts.poll_ppoll) l.allow(SYS_ppoll);
@@ -113,8 +115,9 @@ SyscallAllowList vcpu_allow_list(const SeccompFacts& facts, int vcpu_fd) {
   // pc-testdev's page flush (mprotect, in the common list).
   l.allow({SYS_tgkill, SYS_getrusage});
   if (facts.pit_tick_vcpu) {
-    // ThreadTimers: the POSIX timer re-armed and its signal taken between KVM_RUNs.
-    l.allow({SYS_timer_settime, SYS_rt_sigtimedwait});
+    // ThreadTimers: the POSIX timer re-armed and its signal taken between KVM_RUNs; the PIT's
+    // acknowledgement audit, which then runs here, reads IRQ0's resample eventfd.
+    l.allow({SYS_timer_settime, SYS_rt_sigtimedwait, SYS_read});
   }
   return l;
 }
