@@ -249,6 +249,22 @@ std::optional<std::uint64_t> I8254Pit::resolve_acks_locked() noexcept {
   ++stats_.ack_audits;
   last_acks_ = *acks;
   const std::uint64_t sent = edges_sent_ + (train_ ? train_->delivered() : 0);
+  if (!acks_seen_) {
+    // Nothing is concluded before the guest's first acknowledgement: until then it may simply
+    // not have enabled interrupts, or take IRQ0 through a path that never reports one.
+    if (*acks == 0) {
+      if (sent >= kAcklessEdgesLimit) {
+        spdlog::info("i8254: no acknowledgement of IRQ0 in {} edges; ticks go out unchecked",
+                     sent);
+        acks_unavailable_ = true;
+        stats_.acks_abandoned = true;
+        audit_timer_.cancel();
+        irq0_.stop_acknowledgements();
+      }
+      return std::nullopt;
+    }
+    acks_seen_ = true;
+  }
   const std::uint64_t ours = *acks - std::min(*acks, acks_foreign_);
   const std::uint64_t resolved = ours + edges_merged_;
   if (resolved > sent) {
@@ -301,7 +317,8 @@ void I8254Pit::deliver_owed_locked(Nanos now) noexcept {
     // acknowledged or known merged. KVM_IRQ_LINE_STATUS cannot tell here: while the resampling
     // irqfd holds the line up, the PIC reports an edge on it as delivered.
     const auto unresolved = resolve_acks_locked();
-    bool free = unresolved && *unresolved == 0;
+    // No usable count yet (no acknowledgement so far, or none will come): a plain edge.
+    bool free = !unresolved || *unresolved == 0;
     if (unresolved && !free) {
       // One edge unresolved: pending, or merged unseen (it came while the previous one was
       // pending or in service, and that one's EOI was counted). Nothing tells which.

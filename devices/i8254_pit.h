@@ -69,6 +69,9 @@ class I8254Pit final : public PortIoDevice {
   // timer of twice that while a pulse train delivers them. A merged tick is owed (kDelay) and
   // redelivered at most this many periods late.
   static constexpr std::uint64_t kAuditEveryTicks = 16;
+  // Edges after which a count that never moved from 0 means the controller path the guest uses
+  // reports no acknowledgements: the audit stops and IRQ0 goes back to plain edges.
+  static constexpr std::uint64_t kAcklessEdgesLimit = 512;
 
   struct Stats {
     std::uint64_t ticks_injected = 0;   // IRQ0 rising edges delivered to the interrupt controller
@@ -82,6 +85,7 @@ class I8254Pit final : public PortIoDevice {
                                         // the acknowledgement count shows merged: owed (kDelay)
                                         // or lost (kDiscard); not in ticks_injected
     std::uint64_t ack_audits = 0;       // reads of the guest's acknowledgement count
+    bool acks_abandoned = false;        // none came in kAcklessEdgesLimit edges: plain edges
     std::uint64_t ticks_owed = 0;       // kDelay backlog right now
     std::uint64_t reprogrammings = 0;   // control words and complete counts, any counter
     std::uint64_t period_clamps = 0;    // periodic IRQ0 programmings raised to kMinIrqPeriod
@@ -165,6 +169,7 @@ class I8254Pit final : public PortIoDevice {
   std::uint64_t acks_foreign_ = 0;   // acknowledgements of edges not ours (another source)
   std::uint64_t ticks_since_audit_ = 0;
   bool acks_unavailable_ = false;    // the line cannot count acknowledgements: no audits
+  bool acks_seen_ = false;           // the guest has acknowledged IRQ0 at least once
   // An edge unresolved at an owed-tick retry (in_doubt_), the acknowledgement count when that
   // was first seen (the last read is last_acks_), and the retries since without any.
   bool in_doubt_ = false;

@@ -35,6 +35,10 @@ class IrqLine {
   // finds the merged ones from this: the ticks a host-starved vCPU never saw. A syscall on KVM:
   // call it every few ticks, not per tick.
   virtual std::optional<std::uint64_t> acknowledgements() noexcept { return std::nullopt; }
+  // Back to plain edges: the device found that acknowledgements never come (a controller path
+  // that does not report them), and a wire that holds the line until one would starve the
+  // guest. acknowledgements() returns nullopt afterwards.
+  virtual void stop_acknowledgements() noexcept {}
 };
 
 }  // namespace minivmm::devices

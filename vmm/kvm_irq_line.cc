@@ -33,6 +33,19 @@ std::optional<std::uint64_t> KvmIrqLine::acknowledgements() noexcept {
 
 KvmIrqLine::~KvmIrqLine() { vm_.remove_irqfd(irqfd_.get(), gsi_); }
 
+void KvmIrqLine::stop_acknowledgements() noexcept {
+  if (!resamplefd_.valid()) return;
+  // Unbinding the last resampling irqfd of the GSI drops the level its resampler held; the
+  // same eventfd then comes back as a plain irqfd (raise and lower per write).
+  vm_.remove_irqfd(irqfd_.get(), gsi_);
+  resamplefd_.reset();
+  try {
+    vm_.add_irqfd(irqfd_.get(), gsi_);
+  } catch (...) {
+    // Nothing sane is left to do from a device's tick path; the run report shows the ticks.
+  }
+}
+
 void KvmIrqLine::set_level(bool asserted) noexcept { vm_.irq_line(gsi_, asserted); }
 
 void KvmIrqLine::pulse() noexcept {

@@ -36,6 +36,7 @@ class KvmIrqLine final : public devices::IrqLine {
   void pulse() noexcept override;
   bool pulse_checked() noexcept override;
   std::optional<std::uint64_t> acknowledgements() noexcept override;
+  void stop_acknowledgements() noexcept override;
 
   IrqInject inject() const noexcept { return inject_; }
 

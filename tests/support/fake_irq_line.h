@@ -62,7 +62,7 @@ class FakeIrqLine final : public devices::IrqLine {
 
   std::optional<std::uint64_t> acknowledgements() noexcept override {
     std::lock_guard lock(mu_);
-    if (!model_) return std::nullopt;
+    if (!model_ || acks_stopped_) return std::nullopt;
     ++ack_reads_;
     return acks_;
   }
@@ -84,8 +84,15 @@ class FakeIrqLine final : public devices::IrqLine {
     std::lock_guard lock(mu_);
     if (!in_service_) return;
     in_service_ = false;
-    ++acks_;
+    if (!silent_) ++acks_;
   }
+  void stop_acknowledgements() noexcept override {
+    std::lock_guard lock(mu_);
+    acks_stopped_ = true;
+  }
+  bool acks_stopped() const { std::lock_guard lock(mu_); return acks_stopped_; }
+  // The guest's EOIs stop being counted (a controller path that reports none).
+  void silence_acks() { std::lock_guard lock(mu_); silent_ = true; }
   // An acknowledgement of an interrupt some other source raised on the same line.
   void foreign_ack() { std::lock_guard lock(mu_); ++acks_; }
   int serviced() const { std::lock_guard lock(mu_); return serviced_; }
@@ -112,6 +119,8 @@ class FakeIrqLine final : public devices::IrqLine {
   bool model_ = false;
   bool pending_ = false;
   bool in_service_ = false;
+  bool acks_stopped_ = false;
+  bool silent_ = false;
   std::uint64_t acks_ = 0;
   int serviced_ = 0;
   int merged_ = 0;

@@ -964,6 +964,24 @@ TEST(I8254PitTest, AnEdgeMergedUnseenDoesNotStallTheOwedTicks) {
   EXPECT_NEAR(rig.irq0.serviced(), due, 1);
 }
 
+TEST(I8254PitTest, AcknowledgementsThatNeverComeAreAbandonedWithoutLosingTicks) {
+  PitRig rig(LostTickPolicy::kDelay, nullptr, /*model_controller=*/true);
+  rig.irq0.silence_acks();  // the guest takes every tick, but no EOI is ever reported
+  rig.program(0, dev::kPitModeRateGenerator, kOneKhz);
+  run_guest(rig, 600);
+  const auto st = rig.pit.stats();
+  EXPECT_TRUE(st.acks_abandoned);
+  EXPECT_TRUE(rig.irq0.acks_stopped()) << "the wire must go back to plain edges";
+  EXPECT_EQ(st.ticks_merged, 0u) << "nothing concluded from a count that never moved";
+  EXPECT_EQ(st.ticks_owed, 0u);
+  EXPECT_EQ(st.ticks_lost, 0u);
+  EXPECT_EQ(rig.irq0.serviced(), 600);
+  const int reads = rig.irq0.ack_reads();
+  run_guest(rig, 100);
+  EXPECT_EQ(rig.irq0.ack_reads(), reads) << "no more audits";
+  EXPECT_EQ(rig.irq0.serviced(), 700);
+}
+
 TEST(I8254PitTest, WithoutAcknowledgementsThereIsNoAudit) {
   PitRig rig;  // a line that cannot count acknowledgements
   rig.program(0, dev::kPitModeRateGenerator, kOneKhz);
