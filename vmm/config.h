@@ -32,7 +32,7 @@ struct Config {
   std::uint64_t memory_bytes = 64ull << 20;
   std::uint32_t cpus = 1;  // vCPUs, 1..kMaxVcpus; vCPU 0 boots, the others wait for SIPI
   PitMode pit = PitMode::kUser;
-  PitTick pit_tick = PitTick::kLoop;
+  PitTick pit_tick = PitTick::kKernel;
   std::optional<double> duration_s;  // stop after this long (rt_clock)
   std::string stats_path;            // "" none, "-" stdout
   bool quiet_summary = false;
