@@ -104,6 +104,15 @@ def configs(build, hz, tmp):
     out.append(("minivmm pit=user pit-tick=kernel",
                 minivmm_cmd(build, hz, "user", "ppoll", "epoll", stats) + ["--pit-tick", "kernel"],
                 stats))
+    # Issue 14: the same idle guest with a virtio-blk disk and the virtio console present must
+    # cost what it costs without them (the devices sit idle: no notifies, no wakeups).
+    disk = os.path.join(tmp, "idle-disk.img")
+    with open(disk, "wb") as f:
+        f.truncate(1 << 20)
+    stats = os.path.join(tmp, "devices.json")
+    out.append(("minivmm pit=user alarm=ppoll poll=epoll +virtio-blk +virtio-console",
+                minivmm_cmd(build, hz, "user", "ppoll", "epoll", stats)
+                + ["--drive", disk, "--console", "virtio"], stats))
     stats = os.path.join(tmp, "kvm.json")
     out.append(("minivmm pit=kvm", minivmm_cmd(build, hz, "kvm", "ppoll", "ppoll", stats), stats))
     out.append(("qemu kernel-irqchip=split (user PIT)", qemu_cmd(build, hz, "split"), None))
