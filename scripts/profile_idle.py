@@ -90,10 +90,14 @@ def configs(build, hz, tmp):
                         ("dynticks", "epoll"), ("periodic", "epoll")]:
         name = f"minivmm pit=user alarm={alarm} poll={poll}"
         stats = os.path.join(tmp, f"{alarm}-{poll}.json")
-        out.append((name, minivmm_cmd(build, hz, "user", alarm, poll, stats), stats))
+        # The loop delivering: the alarm backends differ only there (--pit-tick kernel has
+        # been the default since 2026-12-01, and is measured on its own below).
+        out.append((name, minivmm_cmd(build, hz, "user", alarm, poll, stats)
+                    + ["--pit-tick", "loop"], stats))
     stats = os.path.join(tmp, "ioctl.json")
     out.append(("minivmm pit=user alarm=ppoll poll=ppoll irq=ioctl",
-                minivmm_cmd(build, hz, "user", "ppoll", "ppoll", stats) + ["--irq-inject", "ioctl"],
+                minivmm_cmd(build, hz, "user", "ppoll", "ppoll", stats)
+                + ["--irq-inject", "ioctl", "--pit-tick", "loop"],
                 stats))
     for inject in ["ioctl", "irqfd"]:
         stats = os.path.join(tmp, f"vcpu-{inject}.json")
@@ -112,7 +116,11 @@ def configs(build, hz, tmp):
     stats = os.path.join(tmp, "devices.json")
     out.append(("minivmm pit=user alarm=ppoll poll=epoll +virtio-blk +virtio-console",
                 minivmm_cmd(build, hz, "user", "ppoll", "epoll", stats)
-                + ["--drive", disk, "--console", "virtio"], stats))
+                + ["--pit-tick", "loop", "--drive", disk, "--console", "virtio"], stats))
+    stats = os.path.join(tmp, "devices-kernel.json")
+    out.append(("minivmm pit=user pit-tick=kernel +virtio-blk +virtio-console",
+                minivmm_cmd(build, hz, "user", "ppoll", "epoll", stats)
+                + ["--pit-tick", "kernel", "--drive", disk, "--console", "virtio"], stats))
     stats = os.path.join(tmp, "kvm.json")
     out.append(("minivmm pit=kvm", minivmm_cmd(build, hz, "kvm", "ppoll", "ppoll", stats), stats))
     out.append(("qemu kernel-irqchip=split (user PIT)", qemu_cmd(build, hz, "split"), None))
