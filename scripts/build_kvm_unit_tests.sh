@@ -26,5 +26,5 @@ cd "$dest"
 # The suite's defaults build the x86_64 tests; -Werror is its own choice and stays.
 [[ -e config.mak ]] || ./configure
 make -j"$(nproc)" >/dev/null
-n=$(ls x86/*.flat 2>/dev/null | wc -l)
+n=$(find x86 -maxdepth 1 -name "*.flat" | wc -l)
 echo "build_kvm_unit_tests: $n x86 test binaries in $dest/x86 ($(git log -1 --format='%h %cs'))"
