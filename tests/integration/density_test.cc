@@ -50,8 +50,11 @@ TEST_P(BootDensityTest, EveryGuestCountsEveryTickInTime) {
     EXPECT_LT(s["time"]["wall_s"].get<double>(), kTicks / double(kHz) + kSlackSeconds);
     merged += s["devices"]["pit"]["ticks_merged"].get<std::uint64_t>();
     // What one more guest costs in memory beyond its RAM: its private pages (shared libraries
-    // are shared); issue #12's goal is 5 MiB.
+    // are shared); issue #12's goal is 5 MiB. A sanitizer's shadow memory (about 11 MiB
+    // under ASan) is not the VMM's.
+#ifndef MINIVMM_SANITIZER_RUNTIME
     EXPECT_LT(s["host"]["memory"]["vmm_anon_kib"].get<std::uint64_t>(), 5u * 1024);
+#endif
   }
   RecordProperty("ticks_merged_total", std::to_string(merged));
 }
