@@ -34,12 +34,16 @@ I8254Pit::I8254Pit(timers::TimerList& vm_timers, IrqLine& irq0, LostTickPolicy p
       irq_timer_(vm_timers, "i8254-irq0",
                  [this](const timers::Timer::Expiry& e) { on_irq_timer(e); }),
       retry_timer_(vm_timers, "i8254-irq0-retry",
-                   [this](const timers::Timer::Expiry& e) { on_retry_timer(e); }),
-      audit_timer_(vm_timers, "i8254-irq0-audit",
-                   [this](const timers::Timer::Expiry& e) { on_audit_timer(e); }) {
+                   [this](const timers::Timer::Expiry& e) { on_retry_timer(e); }) {
   // A wire that cannot count acknowledgements (a test fake, another VMM's line) is never asked
-  // again, and no audit timer runs for it.
+  // again.
   acks_unavailable_ = !irq0_.acknowledgements().has_value();
+  if (train_) train_->set_turn_hook([this](Nanos now) { on_train_turn(now); });
+}
+
+I8254Pit::~I8254Pit() {
+  // The train may outlive us (the machine owns both); its thread is stopped by now.
+  if (train_) train_->set_turn_hook(nullptr);
 }
 
 void I8254Pit::read(std::uint16_t offset, std::span<std::uint8_t> data) noexcept {
@@ -141,7 +145,6 @@ void I8254Pit::reschedule_locked(Nanos now) noexcept {
   stats_.ticks_lost += owed_ticks_;
   owed_ticks_ = 0;
   retry_timer_.cancel();
-  audit_timer_.cancel();
   if (train_running_) {
     train_->stop();
     train_running_ = false;
@@ -172,10 +175,7 @@ void I8254Pit::reschedule_locked(Nanos now) noexcept {
     ++stats_.train_starts;
     irq_timer_.cancel();
     expected_deadline_.reset();
-    if (!acks_unavailable_) {
-      const Nanos every = timer_period_ * static_cast<std::int64_t>(2 * kAuditEveryTicks);
-      audit_timer_.arm_periodic(edges->first + every, every);
-    }
+    last_train_audit_ = now;
     return;
   }
   ++stats_.timer_arms;
@@ -217,7 +217,7 @@ void I8254Pit::on_irq_timer(const timers::Timer::Expiry& expiry) noexcept {
   ++stats_.timer_arms;
   irq_timer_.arm_periodic(next, timer_period_);
   pulse_locked();
-  if (++ticks_since_audit_ >= kAuditEveryTicks) audit_locked(expiry.now);
+  if (++ticks_since_audit_ >= kAuditEveryTicks) audit_locked();
 }
 
 void I8254Pit::pulse_locked() noexcept {
@@ -226,29 +226,42 @@ void I8254Pit::pulse_locked() noexcept {
   ++edges_sent_;
 }
 
-void I8254Pit::on_audit_timer(const timers::Timer::Expiry& expiry) noexcept {
+void I8254Pit::on_train_turn(Nanos now) noexcept {
   std::lock_guard lock(mu_);
-  if (!train_running_) return;
-  audit_locked(expiry.now);
-}
-
-void I8254Pit::audit_locked(Nanos now) noexcept {
-  ticks_since_audit_ = 0;
-  if (acks_unavailable_) return;
-  if (!resolve_acks_locked()) return;
+  if (!train_running_ || acks_unavailable_) return;
+  // The train's wakeups come every few periods at slow rates; an audit every
+  // 2 * kAuditEveryTicks periods is enough (less half a period: the wakeups drift a little).
+  const Nanos every = timer_period_ * static_cast<std::int64_t>(2 * kAuditEveryTicks);
+  if (now - last_train_audit_ < every - timer_period_ / 2) return;
+  last_train_audit_ = now;
+  audit_locked();
   if (owed_ticks_ > 0 && !retry_timer_.pending()) deliver_owed_locked(now);
 }
 
+void I8254Pit::audit_locked() noexcept {
+  ticks_since_audit_ = 0;
+  if (acks_unavailable_) return;
+  resolve_acks_locked();
+}
+
+std::uint64_t I8254Pit::edges_sent_locked() noexcept {
+  return edges_sent_ + (train_ ? train_->delivered() : 0);
+}
+
 std::optional<std::uint64_t> I8254Pit::resolve_acks_locked() noexcept {
+  // The edges are counted before the acknowledgements are read: an edge the train delivers in
+  // between may be acknowledged already or still on its way through KVM's irqfd worker, and
+  // counted as sent but not acknowledged it would pass for one that merged. (Our own pulses
+  // cannot race: mu_ is held. One just sent and still in KVM's worker counts as the one that
+  // may be pending.)
+  const std::uint64_t sent = edges_sent_locked();
   const auto acks = irq0_.acknowledgements();
   if (!acks) {
     acks_unavailable_ = true;
-    audit_timer_.cancel();
     return std::nullopt;
   }
   ++stats_.ack_audits;
   last_acks_ = *acks;
-  const std::uint64_t sent = edges_sent_ + (train_ ? train_->delivered() : 0);
   if (!acks_seen_) {
     // Nothing is concluded before the guest's first acknowledgement: until then it may simply
     // not have enabled interrupts, or take IRQ0 through a path that never reports one.
@@ -258,7 +271,6 @@ std::optional<std::uint64_t> I8254Pit::resolve_acks_locked() noexcept {
                      sent);
         acks_unavailable_ = true;
         stats_.acks_abandoned = true;
-        audit_timer_.cancel();
         irq0_.stop_acknowledgements();
       }
       return std::nullopt;
@@ -268,9 +280,12 @@ std::optional<std::uint64_t> I8254Pit::resolve_acks_locked() noexcept {
   const std::uint64_t ours = *acks - std::min(*acks, acks_foreign_);
   const std::uint64_t resolved = ours + edges_merged_;
   if (resolved > sent) {
-    // More acknowledgements than edges: something else raised the line (a test device on the
-    // same GSI), or an edge declared merged in doubt was in fact pending. Not ours.
-    acks_foreign_ += resolved - sent;
+    // More acknowledgements than edges counted before them: edges the train delivered since,
+    // something else that raised the line (a test device on the same GSI), or an edge declared
+    // merged in doubt that was in fact pending. Only what exceeds every edge sent by now is
+    // not ours.
+    const std::uint64_t sent_now = train_running_ ? edges_sent_locked() : sent;
+    if (resolved > sent_now) acks_foreign_ += resolved - sent_now;
     return 0;
   }
   const std::uint64_t unresolved = sent - resolved;
@@ -303,7 +318,10 @@ void I8254Pit::deliver_periodic_tick_locked(bool late, Nanos now) noexcept {
   } else {
     deliver_owed_locked(now);
   }
-  if (++ticks_since_audit_ >= kAuditEveryTicks) audit_locked(now);
+  if (++ticks_since_audit_ >= kAuditEveryTicks) {
+    audit_locked();
+    if (owed_ticks_ > 0 && !retry_timer_.pending()) deliver_owed_locked(now);
+  }
 }
 
 void I8254Pit::deliver_owed_locked(Nanos now) noexcept {

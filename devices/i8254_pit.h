@@ -65,9 +65,9 @@ class I8254Pit final : public PortIoDevice {
   // burst. One second's worth at 1 kHz.
   static constexpr std::uint64_t kMaxOwedTicks = 1000;
   // How often the guest's acknowledgement count is read (IrqLine::acknowledgements(), a syscall
-  // on KVM) to find ticks that merged: every this many periodic ticks from the loop, and on a
-  // timer of twice that while a pulse train delivers them. A merged tick is owed (kDelay) and
-  // redelivered at most this many periods late.
+  // on KVM) to find ticks that merged: every this many periodic ticks from the loop, and at most
+  // every twice that, on the train's own wakeups (its turn hook), while a pulse train delivers
+  // them. A merged tick is owed (kDelay) and redelivered at most that many periods late.
   static constexpr std::uint64_t kAuditEveryTicks = 16;
   // Edges after which a count that never moved from 0 means the controller path the guest uses
   // reports no acknowledgements: the audit stops and IRQ0 goes back to plain edges.
@@ -101,6 +101,7 @@ class I8254Pit final : public PortIoDevice {
   // a train that refused to start).
   I8254Pit(timers::TimerList& vm_timers, IrqLine& irq0,
            LostTickPolicy policy = LostTickPolicy::kDelay, PulseTrain* train = nullptr);
+  ~I8254Pit() override;
   I8254Pit(const I8254Pit&) = delete;
   I8254Pit& operator=(const I8254Pit&) = delete;
 
@@ -132,13 +133,15 @@ class I8254Pit final : public PortIoDevice {
   void on_retry_timer(const timers::Timer::Expiry& expiry) noexcept;
   void deliver_periodic_tick_locked(bool late, timers::Nanos now) noexcept;
   void deliver_owed_locked(timers::Nanos now) noexcept;
-  // Reads the guest's acknowledgement count and turns edges it shows merged into owed ticks,
-  // then delivers what is owed.
-  void audit_locked(timers::Nanos now) noexcept;
+  // Reads the guest's acknowledgement count and turns edges it shows merged into owed ticks.
+  void audit_locked() noexcept;
   // The reading and bookkeeping alone: the edges now unresolved (0: IRQ0 is free; 1: one edge
   // pending, or merged in doubt), or nullopt when the line cannot count acknowledgements.
   std::optional<std::uint64_t> resolve_acks_locked() noexcept;
-  void on_audit_timer(const timers::Timer::Expiry& expiry) noexcept;
+  // Edges that reached the controller: ours and the train's.
+  std::uint64_t edges_sent_locked() noexcept;
+  // The train's wakeup (loop thread, no lock held): the audit, when one is due.
+  void on_train_turn(timers::Nanos now) noexcept;
   void pulse_locked() noexcept;
   timers::Nanos base_retry_delay() const noexcept;
 
@@ -168,6 +171,7 @@ class I8254Pit final : public PortIoDevice {
   std::uint64_t edges_merged_ = 0;   // found merged so far
   std::uint64_t acks_foreign_ = 0;   // acknowledgements of edges not ours (another source)
   std::uint64_t ticks_since_audit_ = 0;
+  timers::Nanos last_train_audit_{0};  // when the train's turn hook last audited
   bool acks_unavailable_ = false;    // the line cannot count acknowledgements: no audits
   bool acks_seen_ = false;           // the guest has acknowledged IRQ0 at least once
   // An edge unresolved at an owed-tick retry (in_doubt_), the acknowledgement count when that
@@ -184,9 +188,6 @@ class I8254Pit final : public PortIoDevice {
   // notification (KVM's PIT reinjects on the guest's EOI) the next best signal is time: retry a
   // fraction of a period later, backing off while the guest keeps IRQ0 pending.
   timers::Timer retry_timer_;
-  // While a pulse train delivers the periodic ticks the device runs no timer per tick, so the
-  // audit has its own, every 2 * kAuditEveryTicks periods.
-  timers::Timer audit_timer_;
 };
 
 }  // namespace minivmm::devices

@@ -4,10 +4,12 @@
 // hand the whole schedule to the host kernel, so that no thread of the VMM wakes per tick.
 //
 // Threads: start()/stop() from the device's thread under the device's lock; delivered() from
-// any thread. Implementations take no lock of the device's.
+// any thread. Implementations take no lock of the device's, except to call the turn hook, which
+// they do with none of their own held (so the hook may take the device's lock and call back).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "timers/clock.h"
 
@@ -15,6 +17,12 @@ namespace minivmm::devices {
 
 class PulseTrain {
  public:
+  // Called each time the train's own thread wakes to keep it going (KernelPulseTrain's refill,
+  // every few dozen periods), with the time of that wakeup. A device that must look at its line
+  // now and then (the PIT's acknowledgement audit) rides on it instead of a timer of its own:
+  // one wakeup, not two.
+  using TurnHook = std::function<void(timers::Nanos now)>;
+
   virtual ~PulseTrain() = default;
 
   // Edges at first, first + period, ... (times on the device's clock, period > 0), replacing
@@ -25,6 +33,8 @@ class PulseTrain {
   virtual void stop() noexcept = 0;
   // Edges delivered so far by every train this object ran.
   virtual std::uint64_t delivered() noexcept = 0;
+  // Set once, before the first start(); the hook must stay callable as long as the train runs.
+  virtual void set_turn_hook(TurnHook hook) noexcept = 0;
 };
 
 }  // namespace minivmm::devices

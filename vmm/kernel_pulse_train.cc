@@ -86,6 +86,11 @@ std::uint64_t KernelPulseTrain::delivered() noexcept {
   return stats_.delivered;
 }
 
+void KernelPulseTrain::set_turn_hook(TurnHook hook) noexcept {
+  std::lock_guard lock(mu_);
+  turn_hook_ = std::move(hook);
+}
+
 KernelPulseTrain::Stats KernelPulseTrain::stats() noexcept {
   std::lock_guard lock(mu_);
   reap_locked();
@@ -318,18 +323,34 @@ bool KernelPulseTrain::refill_locked(Nanos now) {
     }
   }
   ++stats_.refills;
-  // Every fired slot gets its next poll within half a round, well before it fires again.
+  // Every fired slot gets its next poll within half a round, well before it fires again. The
+  // refill lands halfway between two edges: the turn hook's reader of the guest's
+  // acknowledgements then sees no edge that was delivered a moment ago and is still on its way
+  // through KVM's irqfd worker (it would pass for one that merged).
   const auto half_round = static_cast<std::int64_t>(std::max<std::size_t>(depth_ / 2, 1));
-  refill_timer_.arm_at(now + period_ * half_round);
+  Nanos next = now + period_ * half_round;
+  if (next > first_) {
+    next = first_ + ((next - first_) / period_) * period_ + period_ / 2;
+    if (next < now + period_ * half_round) next += period_;
+  }
+  refill_timer_.arm_at(next);
   return true;
 }
 
 void KernelPulseTrain::on_refill(const timers::Timer::Expiry& expiry) {
-  std::lock_guard lock(mu_);
-  if (!running_ || suspended_) return;
-  if (refill_locked(expiry.now)) return;  // the pass's clock reading: no second read
-  const std::string why = give_up_locked("refill failed");
-  if (binding_.failed) binding_.failed(why);
+  TurnHook hook;
+  {
+    std::lock_guard lock(mu_);
+    if (!running_ || suspended_) return;
+    if (!refill_locked(expiry.now)) {  // the pass's clock reading: no second read
+      const std::string why = give_up_locked("refill failed");
+      if (binding_.failed) binding_.failed(why);
+      return;
+    }
+    hook = turn_hook_;
+  }
+  // Outside mu_: the hook takes the device's lock, which comes before ours.
+  if (hook) hook(expiry.now);
 }
 
 }  // namespace minivmm::vmm

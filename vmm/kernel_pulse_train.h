@@ -26,14 +26,14 @@
 // What it cannot see: edges that reach KVM's irqfd too close together (its kernel worker held
 // off for a whole period by a busy host) merge into one interrupt, and so do edges the guest
 // leaves unacknowledged (its vCPU not run by the host). The PIT finds those from the guest's
-// acknowledgement count (KVM's irqfd resampler, read every 2 * kAuditEveryTicks periods on the
-// loop) and redelivers them itself under the delay policy, as KVM's PIT does in its reinject
+// acknowledgement count (KVM's irqfd resampler, read on the refill's wakeup through the turn
+// hook) and redelivers them itself under the delay policy, as KVM's PIT does in its reinject
 // mode; see devices/i8254_pit.h.
 //
 // Threads: start()/stop() from the device (a vCPU thread, under the PIT's lock); the refill on
 // the loop thread (a vm_clock timer, so it stops with the VM); suspend()/resume() on the loop
 // thread around a pause; delivered()/stats() from any thread. mu_ is taken after the device's
-// lock and before the timer list's.
+// lock and before the timer list's; the turn hook is called after mu_ is released.
 #pragma once
 
 #include <linux/aio_abi.h>
@@ -82,6 +82,7 @@ class KernelPulseTrain final : public devices::PulseTrain {
   bool start(timers::Nanos first, timers::Nanos period) noexcept override;
   void stop() noexcept override;
   std::uint64_t delivered() noexcept override;
+  void set_turn_hook(TurnHook hook) noexcept override;
 
   // vm_clock is about to stop / has started again: withdraw the armed edges / re-arm from the
   // first edge after now (the grid is in vm time, so a pause shifts it as a whole).
@@ -136,6 +137,7 @@ class KernelPulseTrain final : public devices::PulseTrain {
   std::uint32_t next_generation_ = 1;
   Generation gen_;
   std::vector<iocb*> batch_;  // refill_locked()'s scratch, kept: no allocation per refill
+  TurnHook turn_hook_;        // called after each refill, outside mu_
   Stats stats_;
 
   timers::Timer refill_timer_;  // last member: cancelled before the state it uses goes away

@@ -4,6 +4,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cmath>
@@ -90,13 +91,22 @@ TEST_P(BootTest, GuestTicksAtRequestedRateAndExitsThroughDebugExit) {
       EXPECT_LT(s["loop"]["timers_run"].get<std::uint64_t>(), injected / 10);
       EXPECT_GE(s["vcpu_syscalls"]["rt_sigtimedwait"].get<std::uint64_t>(), injected);
     } else if (s["pit_tick"] == "kernel") {
-      // The host kernel delivered the periodic ticks: the loop ran no PIT timer per tick (only
-      // a refill every few dozen), and the train counted what it signalled.
-      const auto& kt = s["devices"]["pit"]["kernel_train"];
+      // The host kernel delivered the periodic ticks: the loop ran no PIT timer per tick, only
+      // the train's refill every few dozen periods (the acknowledgement audit rides on it),
+      // and the train counted what it signalled.
+      const auto& pit = s["devices"]["pit"];
+      const auto& kt = pit["kernel_train"];
       EXPECT_GE(kt["delivered"].get<std::uint64_t>(), static_cast<std::uint64_t>(c.ticks));
       EXPECT_EQ(kt["failures"].get<std::uint64_t>(), 0u);
-      EXPECT_LT(s["loop"]["timers_run"].get<std::uint64_t>(), injected / 8);
-      EXPECT_EQ(s["devices"]["pit"]["train_starts"].get<std::uint64_t>(), 1u);
+      EXPECT_EQ(pit["train_starts"].get<std::uint64_t>(), 1u);
+      // Besides the refills, one retry per tick the audit found merged (a vCPU the host ran
+      // late: none on a quiet host, a few percent with ctest -j2 on two CPUs) or per owed tick
+      // that found IRQ0 still busy. Counted apart, nothing else may run per tick.
+      const auto timers_run = s["loop"]["timers_run"].get<std::uint64_t>();
+      const auto retries = pit["ticks_merged"].get<std::uint64_t>() +
+                           pit["ticks_coalesced"].get<std::uint64_t>();
+      EXPECT_LE(timers_run, kt["refills"].get<std::uint64_t>() + retries) << pit.dump();
+      EXPECT_LT(timers_run - std::min(timers_run, retries), injected / 8) << pit.dump();
     } else {
       EXPECT_EQ(s["pit_tick"], "loop");
     }

@@ -741,17 +741,25 @@ class FakePulseTrain final : public dev::PulseTrain {
     ++stops;
   }
   std::uint64_t delivered() noexcept override { return done_ + edges_so_far(); }
+  void set_turn_hook(TurnHook hook) noexcept override { hook_ = std::move(hook); }
   // Pulses `line` once for every edge delivered since the last call: the edges reaching the
-  // interrupt controller (KVM's irqfd), for tests that model it.
+  // interrupt controller (KVM's irqfd), for tests that model it. Then, like KernelPulseTrain's
+  // refill, calls the turn hook every `turn_every` periods.
   void pulse_new_edges(dev::IrqLine& line) {
     const std::uint64_t now = delivered();
     for (; pulsed_ < now; ++pulsed_) line.pulse();
+    if (!running_ || !hook_ || clock->now() < next_turn_) return;
+    next_turn_ = clock->now() + period_ * turn_every;
+    ++turns;
+    hook_(clock->now());
   }
 
   const mt::FakeClock* clock = nullptr;
   bool accept = true;
   std::vector<Start> starts;
   int stops = 0;
+  std::int64_t turn_every = 32;  // KernelPulseTrain at 1 kHz: depth 64, a refill every 32
+  int turns = 0;
 
  private:
   std::uint64_t edges_so_far() const {
@@ -767,6 +775,8 @@ class FakePulseTrain final : public dev::PulseTrain {
   Nanos period_{1};
   std::uint64_t done_ = 0;
   std::uint64_t pulsed_ = 0;
+  TurnHook hook_;
+  Nanos next_turn_{0};
 };
 
 struct TrainRig {
@@ -1012,9 +1022,24 @@ TEST(I8254PitTest, TrainEdgesMergedWhileTheVcpuIsStarvedAreFoundAndRedelivered) 
   // the last audit: sent - acknowledged = 1 cannot tell it from one still pending).
   EXPECT_NEAR(t.rig.irq0.serviced(), 504, 1) << "the guest saw every tick";
   EXPECT_NEAR(static_cast<double>(st.ticks_injected), t.rig.irq0.serviced(), 1.0);
-  // Before the stall the count was read only on the audit timer, every 2 * kAuditEveryTicks
-  // periods (recovering reads it before each redelivered tick).
+  // Before the stall the count was read only on the train's turns, every 2 * kAuditEveryTicks
+  // periods (recovering reads it before each redelivered tick), and the device ran no timer.
   EXPECT_LE(reads_before, 1 + 40 / (2 * static_cast<int>(I8254Pit::kAuditEveryTicks)) + 1);
+  EXPECT_GE(t.train.turns, 1);
+}
+
+TEST(I8254PitTest, TrainTurnsMoreOftenThanTheAuditReadTheCountOnlyWhenDue) {
+  TrainRig t(/*model_controller=*/true);
+  t.train.turn_every = 2;  // a slow rate's refills: a few periods apart
+  t.rig.program(0, dev::kPitModeRateGenerator, kOneKhz);
+  const int reads_before = t.rig.irq0.ack_reads();
+  run_guest(t.rig, 320, &t.train);
+  EXPECT_GE(t.train.turns, 150);
+  const int audits = t.rig.irq0.ack_reads() - reads_before;
+  EXPECT_GE(audits, 320 / (2 * static_cast<int>(I8254Pit::kAuditEveryTicks)) - 1);
+  EXPECT_LE(audits, 320 / (2 * static_cast<int>(I8254Pit::kAuditEveryTicks)) + 1);
+  EXPECT_FALSE(t.rig.list.next_deadline().has_value()) << "the device armed a timer of its own";
+  EXPECT_EQ(t.rig.irq0.serviced(), 320);
 }
 
 }  // namespace
