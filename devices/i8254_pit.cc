@@ -344,8 +344,11 @@ void I8254Pit::deliver_owed_locked(Nanos now) noexcept {
         in_doubt_ = true;
         doubt_acks_ = last_acks_;
         doubtful_retries_ = 0;
-      } else if (last_acks_ != doubt_acks_) {
+      } else if (!train_running_ && last_acks_ != doubt_acks_) {
         // The guest took an interrupt since: the edge in doubt is not pending, so it merged.
+        // Not while a train runs: its edges keep coming, so the one unresolved now may be its
+        // newest, pending (the guest slow to take it), and owing it would give an extra tick.
+        // There only the probe below resolves a doubt.
         ++edges_merged_;
         ++stats_.ticks_merged;
         ++owed_ticks_;
