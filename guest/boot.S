@@ -403,7 +403,7 @@ idt_end:
 /*
  * Page tables (SDM vol. 3A, "4-Level Paging"): PML4[0] -> PDPT; PDPT[0] -> a PD mapping
  * 0-1 GiB in 2 MiB pages (us, the loader's boot_params and command line);
- * PDPT[3] -> a PD holding only the virtio-mmio windows and the local APIC page,
+ * PDPT[3] -> a PD holding only the virtio-mmio windows and the I/O and local APIC pages,
  * uncached (PCD|PWT), as MMIO must be. Static, so building them costs no instruction.
  */
         .section .data.pagetables, "aw"
@@ -425,10 +425,15 @@ pd_low:
         .endr
 pd_apic:
         .set    VIRTIO_PDE, (VIRTIO_MMIO_BASE - 0xc0000000) >> 21
+        .set    IOAPIC_PDE, (IOAPIC_BASE - 0xc0000000) >> 21
         .set    APIC_PDE, (LAPIC_BASE - 0xc0000000) >> 21
+        .if     APIC_PDE != IOAPIC_PDE + 1
+        .error  "the I/O APIC and local APIC pages are expected in adjacent 2 MiB entries"
+        .endif
         .fill   VIRTIO_PDE, 8, 0
         .quad   VIRTIO_MMIO_BASE + PTE_PS + PTE_PCD + PTE_PWT + PTE_P + PTE_W
-        .fill   APIC_PDE - VIRTIO_PDE - 1, 8, 0
+        .fill   IOAPIC_PDE - VIRTIO_PDE - 1, 8, 0
+        .quad   IOAPIC_BASE + PTE_PS + PTE_PCD + PTE_PWT + PTE_P + PTE_W
         .quad   LAPIC_BASE + PTE_PS + PTE_PCD + PTE_PWT + PTE_P + PTE_W
         .fill   511 - APIC_PDE, 8, 0
 

@@ -158,6 +158,7 @@ struct config {
     int show_cpuid;
     int blk_check;
     int virtio_console;
+    int pit_via_ioapic;             /* irq=ioapic: IRQ0 through the I/O APIC, PICs masked */
     uint64_t blk_request_sectors;   /* blkreq=N: sectors per read request of blk=check */
 };
 
@@ -261,6 +262,8 @@ static void parse_cmdline(const char *p, struct config *cfg)
             cfg->blk_check = 1;
         } else if (word_is(word, "console=virtio")) {
             cfg->virtio_console = 1;
+        } else if (word_is(word, "irq=ioapic")) {
+            cfg->pit_via_ioapic = 1;
         } else if ((v = after_key(word, "blkreq="))) {
             if (!parse_number(v, BLK_CHUNK / 512, &n) || n == 0)
                 reject(word, "blkreq must be a number of sectors in 1..2048");
@@ -279,6 +282,8 @@ static void check_config(const struct config *cfg)
     if (cfg->timer == TIMER_RTC &&
         (cfg->hz < 2 || cfg->hz > 8192 || (cfg->hz & (cfg->hz - 1)) != 0))
         why = "timer=rtc needs hz a power of two in 2..8192";
+    if (cfg->pit_via_ioapic && cfg->timer != TIMER_PIT)
+        why = "irq=ioapic routes the PIT's IRQ0 only: it needs timer=pit";
     if (why) {
         puts("minivmm-guest: error: hz=");
         put_dec(cfg->hz);
@@ -321,6 +326,29 @@ static void start_pit(uint32_t hz)
 {
     uint32_t divisor = (PIT_INPUT_HZ + hz / 2) / hz;
     pic_init(0xfe, 0xff);
+    outb(PIT_CMD, 0x34);
+    outb(PIT_CH0, (uint8_t)divisor);
+    outb(PIT_CH0, (uint8_t)(divisor >> 8));
+}
+
+/* The same PIT ticks, the way an APIC-based OS takes them: both PICs masked, IRQ0 through
+ * the I/O APIC's pin 0 (minivmm's MADT has no interrupt source override, so ISA IRQ0 is
+ * GSI 0), edge-triggered, fixed delivery to the boot CPU. The vector is the LAPIC timer's,
+ * whose handler ends with the LAPIC EOI that an I/O APIC interrupt needs; the LAPIC timer
+ * itself stays off. This is the path on which KVM must report the guest's EOI for an
+ * edge-triggered pin, which minivmm's PIT counts to find merged ticks. */
+static void start_pit_via_ioapic(uint32_t hz)
+{
+    uint32_t divisor = (PIT_INPUT_HZ + hz / 2) / hz;
+    volatile uint32_t *regsel = (volatile uint32_t *)(uintptr_t)(IOAPIC_BASE + IOAPIC_REGSEL);
+    volatile uint32_t *window = (volatile uint32_t *)(uintptr_t)(IOAPIC_BASE + IOAPIC_WINDOW);
+    pic_init(0xff, 0xff);
+    lapic_write(LAPIC_SVR, 0x100 | VEC_LAPIC_SPURIOUS);   /* software enable */
+    lapic_write(LAPIC_TPR, 0);
+    *regsel = 0x11;                 /* pin 0, high: destination APIC id 0 */
+    *window = 0;
+    *regsel = 0x10;                 /* pin 0, low: unmasked, edge, active high, fixed */
+    *window = VEC_LAPIC_TIMER;
     outb(PIT_CMD, 0x34);
     outb(PIT_CH0, (uint8_t)divisor);
     outb(PIT_CH0, (uint8_t)(divisor >> 8));
@@ -655,7 +683,7 @@ static void wait_for_tick(uint64_t target)
 
 noreturn void kmain(const uint8_t *boot_params)
 {
-    struct config cfg = {TIMER_PIT, 250, 0, 0, 0, 0, 0, 0, BLK_CHUNK / 512};
+    struct config cfg = {TIMER_PIT, 250, 0, 0, 0, 0, 0, 0, 0, BLK_CHUNK / 512};
     uint32_t cmdline = *(const volatile uint32_t *)(boot_params + BP_CMD_LINE_PTR);
 
     serial_init();
@@ -693,7 +721,9 @@ noreturn void kmain(const uint8_t *boot_params)
     if (cfg.unemulatable)
         __asm__ volatile("int3");
 
-    if (cfg.timer == TIMER_PIT)
+    if (cfg.timer == TIMER_PIT && cfg.pit_via_ioapic)
+        start_pit_via_ioapic(cfg.hz);
+    else if (cfg.timer == TIMER_PIT)
         start_pit(cfg.hz);
     else if (cfg.timer == TIMER_LAPIC)
         start_lapic(cfg.hz);

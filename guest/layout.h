@@ -53,6 +53,13 @@
 #define LAPIC_TIMER_ICR     0x380
 #define LAPIC_TIMER_DCR     0x3e0
 
+/* I/O APIC (82093AA data sheet; the MADT minivmm writes): registers through an index
+ * (IOREGSEL) and a data window (IOWIN); redirection entry N at 0x10 + 2N (low) and
+ * 0x11 + 2N (high: destination APIC id in bits 31:24). */
+#define IOAPIC_BASE         0xfec00000
+#define IOAPIC_REGSEL       0x00
+#define IOAPIC_WINDOW       0x10
+
 /* virtio-mmio (docs/virtio.md): minivmm maps its devices at fixed windows from
  * 0xd0000000, 4 KiB apart; the guest probes them there rather than parsing
  * virtio_mmio.device= words. boot.S maps this 2 MiB uncached. */
