@@ -172,6 +172,7 @@ class I8254Pit final : public PortIoDevice {
   std::uint64_t acks_foreign_ = 0;   // acknowledgements of edges not ours (another source)
   std::uint64_t ticks_since_audit_ = 0;
   timers::Nanos last_train_audit_{0};  // when the train's turn hook last audited
+  timers::Nanos train_first_{0};       // the running train's first edge: its grid's origin
   bool acks_unavailable_ = false;    // the line cannot count acknowledgements: no audits
   bool acks_seen_ = false;           // the guest has acknowledged IRQ0 at least once
   // An edge unresolved at an owed-tick retry (in_doubt_), the acknowledgement count when that

@@ -47,7 +47,10 @@ TEST_P(BootDensityTest, EveryGuestCountsEveryTickInTime) {
     // counted merged but was taken: 2 in 30000 at 1000 Hz with the host busy).
     const auto injected = s["guest"]["ticks_injected"].get<std::uint64_t>();
     EXPECT_GE(injected, static_cast<std::uint64_t>(kTicks) - 3) << pit;
-    EXPECT_LE(injected, static_cast<std::uint64_t>(kTicks) + 3) << pit;
+    // And above, the ticks that arrive while the guest prints its last line and exits, as in
+    // the boot test (50 ms worth): with 16 guests on 2 CPUs an exit can take that long (CI saw
+    // 1005).
+    EXPECT_LE(injected, static_cast<std::uint64_t>(kTicks) + 2 + kHz / 20) << pit;
     // A guest that had lost ticks would need longer than kTicks periods to count them.
     EXPECT_LT(s["time"]["wall_s"].get<double>(), kTicks / double(kHz) + kSlackSeconds)
         << "vm_s " << s["time"]["vm_s"] << ", " << pit;
