@@ -218,7 +218,7 @@ void I8254Pit::on_irq_timer(const timers::Timer::Expiry& expiry) noexcept {
   ++stats_.timer_arms;
   irq_timer_.arm_periodic(next, timer_period_);
   pulse_locked();
-  if (++ticks_since_audit_ >= kAuditEveryTicks) audit_locked();
+  if (++ticks_since_audit_ >= kAuditEveryTicks) audit_locked(expiry.now);
 }
 
 void I8254Pit::pulse_locked() noexcept {
@@ -235,14 +235,14 @@ void I8254Pit::on_train_turn(Nanos now) noexcept {
   const Nanos every = timer_period_ * static_cast<std::int64_t>(2 * kAuditEveryTicks);
   if (now - last_train_audit_ < every - timer_period_ / 2) return;
   last_train_audit_ = now;
-  audit_locked();
-  if (owed_ticks_ > 0 && !retry_timer_.pending()) deliver_owed_locked(now);
+  audit_locked(now);
 }
 
-void I8254Pit::audit_locked() noexcept {
+void I8254Pit::audit_locked(Nanos now) noexcept {
   ticks_since_audit_ = 0;
   if (acks_unavailable_) return;
-  resolve_acks_locked();
+  if (!resolve_acks_locked()) return;
+  if (owed_ticks_ > 0 && !retry_timer_.pending()) deliver_owed_locked(now);
 }
 
 std::uint64_t I8254Pit::edges_sent_locked() noexcept {
@@ -319,10 +319,7 @@ void I8254Pit::deliver_periodic_tick_locked(bool late, Nanos now) noexcept {
   } else {
     deliver_owed_locked(now);
   }
-  if (++ticks_since_audit_ >= kAuditEveryTicks) {
-    audit_locked();
-    if (owed_ticks_ > 0 && !retry_timer_.pending()) deliver_owed_locked(now);
-  }
+  if (++ticks_since_audit_ >= kAuditEveryTicks) audit_locked(now);
 }
 
 void I8254Pit::deliver_owed_locked(Nanos now) noexcept {

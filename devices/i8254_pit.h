@@ -133,8 +133,9 @@ class I8254Pit final : public PortIoDevice {
   void on_retry_timer(const timers::Timer::Expiry& expiry) noexcept;
   void deliver_periodic_tick_locked(bool late, timers::Nanos now) noexcept;
   void deliver_owed_locked(timers::Nanos now) noexcept;
-  // Reads the guest's acknowledgement count and turns edges it shows merged into owed ticks.
-  void audit_locked() noexcept;
+  // Reads the guest's acknowledgement count and turns edges it shows merged into owed ticks,
+  // then delivers what is owed.
+  void audit_locked(timers::Nanos now) noexcept;
   // The reading and bookkeeping alone: the edges now unresolved (0: IRQ0 is free; 1: one edge
   // pending, or merged in doubt), or nullopt when the line cannot count acknowledgements.
   std::optional<std::uint64_t> resolve_acks_locked() noexcept;

@@ -174,6 +174,12 @@ ChildResult in_child(Body body) {
 
 bool exited_with(int status, int code) { return WIFEXITED(status) && WEXITSTATUS(status) == code; }
 
+// The start of the one line a violation prints.
+std::string violation_report(const std::string& thread, long nr, const std::string& name) {
+  return "minivmm: seccomp: the " + thread + " thread made forbidden syscall " +
+         std::to_string(nr) + " (" + name + ")";
+}
+
 TEST(SeccompSandboxTest, ForbiddenSyscallEndsTheProcessWithOneLineNamingThreadAndSyscall) {
   const ChildResult r = in_child([] {
     SeccompSandbox sandbox(SeccompMode::kOn);
@@ -182,8 +188,8 @@ TEST(SeccompSandboxTest, ForbiddenSyscallEndsTheProcessWithOneLineNamingThreadAn
     ::_exit(0);
   });
   EXPECT_TRUE(exited_with(r.status, to_int(ExitCode::kSeccompViolation))) << r.status << r.err;
-  EXPECT_EQ(r.err.rfind("minivmm: seccomp: the signals thread made forbidden syscall " +
-                            std::to_string(SYS_socket) + " (socket); exiting with code 14",
+  EXPECT_EQ(r.err.rfind(violation_report("signals", SYS_socket, "socket") +
+                            "; exiting with code 14",
                         0),
             0u)
       << r.err;
@@ -233,10 +239,7 @@ TEST(SeccompSandboxTest, IoctlIsAllowedOnItsFdOnly) {
   ::close(fds[0]);
   ::close(fds[1]);
   EXPECT_TRUE(exited_with(r.status, to_int(ExitCode::kSeccompViolation))) << r.status << r.err;
-  EXPECT_EQ(r.err.rfind("allowed\nminivmm: seccomp: the vcpu thread made forbidden syscall " +
-                            std::to_string(SYS_ioctl) + " (ioctl)",
-                        0),
-            0u)
+  EXPECT_EQ(r.err.rfind("allowed\n" + violation_report("vcpu", SYS_ioctl, "ioctl"), 0), 0u)
       << r.err;
 }
 
