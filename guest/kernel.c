@@ -591,8 +591,24 @@ static uint8_t blk_request(uint32_t type, uint64_t sector, uintptr_t data, uint3
  * host recomputes it from the file (tests/integration/virtio_test.cc). */
 static uint64_t fnv64_words(uint64_t c, const uint64_t *p, uint64_t words)
 {
-    for (uint64_t i = 0; i < words; i++)
-        c = (c ^ p[i]) * 0x100000001b3ull;
+    const uint64_t prime = 0x100000001b3ull;
+    uint64_t i = 0;
+    /* Eight words a turn: this host's KVM emulates each guest instruction (about 0.5 us), so
+     * the loop's count, compare and branch are paid once per 64 bytes instead of per word.
+     * blk=check of a 64 MiB disk took 56 s with the plain loop (6 instructions a word) and
+     * takes 24 s with this one (2.6). */
+    for (; i + 8 <= words; i += 8) {
+        c = (c ^ p[i]) * prime;
+        c = (c ^ p[i + 1]) * prime;
+        c = (c ^ p[i + 2]) * prime;
+        c = (c ^ p[i + 3]) * prime;
+        c = (c ^ p[i + 4]) * prime;
+        c = (c ^ p[i + 5]) * prime;
+        c = (c ^ p[i + 6]) * prime;
+        c = (c ^ p[i + 7]) * prime;
+    }
+    for (; i < words; i++)
+        c = (c ^ p[i]) * prime;
     return c;
 }
 

@@ -19,6 +19,9 @@ constexpr int kUsage = 2;
 constexpr int kBadImage = 4;
 constexpr int kGuestSuccess = 1;
 constexpr std::uint64_t kDiskBytes = 64ull << 20;  // the size the issue asks to round-trip
+// The read-only test needs the guest's write refused, not a long read: the guest checksums what
+// it reads at about 3 us per word on this host's emulating KVM (24 s for 64 MiB).
+constexpr std::uint64_t kSmallDiskBytes = 1ull << 20;
 constexpr std::uint64_t kScratchSectors = 64;      // guest/layout.h BLK_SCRATCH_SECTORS
 
 int line_count(const std::string& s) {
@@ -28,11 +31,11 @@ int line_count(const std::string& s) {
 }
 
 // A disk whose 64-bit word i is a fixed function of i, so corruption anywhere shows.
-std::string make_disk() {
+std::string make_disk(std::uint64_t bytes = kDiskBytes) {
   char path[] = "/tmp/minivmm-virtio-disk-XXXXXX";
   const int fd = ::mkstemp(path);
   std::vector<std::uint64_t> chunk(1 << 17);  // 1 MiB
-  for (std::uint64_t off = 0; off < kDiskBytes; off += 8 * chunk.size()) {
+  for (std::uint64_t off = 0; off < bytes; off += 8 * chunk.size()) {
     for (std::size_t i = 0; i < chunk.size(); ++i) {
       const std::uint64_t w = off / 8 + i;
       chunk[i] = w * 0x2545f4914f6cdd1dull ^ (w >> 7);
@@ -126,13 +129,13 @@ TEST(BootVirtioTest, DiskRoundTripsThroughTheGuest) {
 
 TEST(BootVirtioTest, ReadOnlyDriveRefusesTheGuestsWrite) {
   SKIP_WITHOUT_KVM();
-  const std::string disk = make_disk();
-  const auto before = read_words(disk, 0, kDiskBytes);
+  const std::string disk = make_disk(kSmallDiskBytes);
+  const auto before = read_words(disk, 0, kSmallDiskBytes);
   const RunResult r = run_minivmm({"run", "--kernel", guest_image(), "--cmdline",
                                    "blk=check ticks=1", "--drive", disk + ",ro", "--duration",
                                    "120"},
                                   true, 150);
-  const auto after = read_words(disk, 0, kDiskBytes);
+  const auto after = read_words(disk, 0, kSmallDiskBytes);
   ::unlink(disk.c_str());
   ASSERT_EQ(r.exit_code, kGuestSuccess) << "stderr:\n" << r.err << "\nconsole:\n" << r.out;
   EXPECT_NE(r.out.find("blk: write status=1"), std::string::npos) << r.out;
