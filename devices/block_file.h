@@ -34,6 +34,8 @@ class BlockFile {
   const std::string& path() const noexcept { return path_; }
   bool read_only() const noexcept { return read_only_; }
   std::uint64_t size_bytes() const noexcept { return size_; }
+  // For an io_uring that registers the file (BlockUring): the descriptor stays this object's.
+  int fd() const noexcept { return fd_; }
 
   // Whole transfers: short transfers are continued, EINTR retried. Return false on an error or
   // an unexpected end of file (errno set).

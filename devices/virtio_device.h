@@ -58,6 +58,11 @@ class VirtioDevice {
   // Device reset (status 0): forget the queues. Returns only once no request is in flight, so
   // nothing completes into a queue after the transport cleared it.
   virtual void reset() noexcept = 0;
+
+  // A descriptor the device's owner watches for readability on the event loop, calling
+  // on_completion_fd() when it is (virtio-blk's io_uring completions); -1: none.
+  virtual int completion_fd() const noexcept { return -1; }
+  virtual void on_completion_fd() noexcept {}
 };
 
 }  // namespace minivmm::devices

@@ -12,6 +12,7 @@ declare -A need=(
   [linux-libc-dev]=/usr/include/linux/kvm.h
   [nlohmann-json3-dev]=/usr/include/nlohmann/json.hpp
   [libseccomp-dev]=/usr/include/seccomp.h
+  [liburing-dev]=/usr/include/liburing.h
   [pkg-config]=/usr/bin/pkg-config
   [cmake]=/usr/bin/cmake
   [ninja-build]=/usr/bin/ninja
