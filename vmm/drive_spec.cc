@@ -7,7 +7,7 @@ std::optional<DriveSpec> parse_drive_spec(const std::string& spec, std::string& 
   const auto comma = spec.find(',');
   d.path = spec.substr(0, comma);
   if (d.path.empty()) {
-    error = "'" + spec + "' has no file name (FILE[,ro])";
+    error = "'" + spec + "' has no file name (FILE[,ro][,aio=io_uring|threads])";
     return std::nullopt;
   }
   std::string rest = comma == std::string::npos ? "" : spec.substr(comma + 1);
@@ -16,8 +16,12 @@ std::optional<DriveSpec> parse_drive_spec(const std::string& spec, std::string& 
     const std::string opt = rest.substr(0, next);
     if (opt == "ro") {
       d.read_only = true;
+    } else if (opt == "aio=io_uring") {
+      d.aio = DriveAio::kIoUring;
+    } else if (opt == "aio=threads") {
+      d.aio = DriveAio::kThreads;
     } else {
-      error = "'" + spec + "': unknown option '" + opt + "' (FILE[,ro])";
+      error = "'" + spec + "': unknown option '" + opt + "' (FILE[,ro][,aio=io_uring|threads])";
       return std::nullopt;
     }
     if (next == std::string::npos) break;

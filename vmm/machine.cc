@@ -217,11 +217,33 @@ Machine::Machine(Config config)
       virtio_->add("console", std::move(console));
     }
     for (std::size_t i = 0; i < drive_files_.size(); ++i) {
-      auto blk = std::make_unique<devices::VirtioBlk>(
-          std::move(drive_files_[i]), "minivmm-blk" + std::to_string(i), true, [this] {
-            return sandbox_.try_enter(ThreadKind::kBlkWorker,
-                                      blk_worker_allow_list(seccomp_facts_));
-          });
+      const DriveSpec& spec = config_.drives[i];
+      const std::string id = "minivmm-blk" + std::to_string(i);
+      std::unique_ptr<devices::VirtioBlk> blk;
+      if (spec.aio != DriveAio::kThreads) {
+        std::string why;
+        auto ring = devices::BlockUring::create(drive_files_[i].fd(),
+                                                devices::VirtioBlk::kQueueSize, why);
+        if (ring) {
+          blk = std::make_unique<devices::VirtioBlk>(std::move(drive_files_[i]), id,
+                                                     std::move(ring));
+          seccomp_facts_.blk_uring = true;
+        } else if (spec.aio == DriveAio::kIoUring) {
+          throw VmmError(ExitCode::kHostFailure,
+                         "--drive " + spec.path + ",aio=io_uring: " + why);
+        } else {
+          spdlog::info("drive {}: io_uring unavailable ({}); a worker thread serves it",
+                       spec.path, why);
+        }
+      }
+      if (!blk) {
+        blk = std::make_unique<devices::VirtioBlk>(
+            std::move(drive_files_[i]), id, true, [this] {
+              return sandbox_.try_enter(ThreadKind::kBlkWorker,
+                                        blk_worker_allow_list(seccomp_facts_));
+            });
+        ++blk_workers_;
+      }
       virtio_blks_.push_back(blk.get());
       virtio_->add("blk" + std::to_string(i), std::move(blk));
     }
@@ -451,7 +473,7 @@ int Machine::run() {
   // failure ends the run before the guest starts. Then the vCPUs, which filter themselves
   // before their first KVM_RUN, and this thread's own filter last: it starts no thread after.
   sandbox_.wait_entered(ThreadKind::kSignals, 1);
-  sandbox_.wait_entered(ThreadKind::kBlkWorker, virtio_blks_.size());
+  sandbox_.wait_entered(ThreadKind::kBlkWorker, blk_workers_);
   if (const auto why = sandbox_.failure()) throw VmmError(ExitCode::kHostFailure, *why);
   for (auto& v : vcpus_) v->start();
   if (!sandbox_.try_enter(ThreadKind::kLoop, loop_allow_list(seccomp_facts_))) {
@@ -655,7 +677,15 @@ RunReport Machine::collect_report() const {
                 b.errors[e];
           }
         }
-        r.devices["virtio_blk" + std::to_string(i)]["requests"] = {
+        auto& dev = r.devices["virtio_blk" + std::to_string(i)];
+        dev["engine"] = std::string(virtio_blks_[i]->engine());
+        if (virtio_blks_[i]->engine() == "io_uring") {
+          dev["io_uring"] = {{"requests", b.uring_requests},
+                             {"submits", b.uring_submits},
+                             {"resubmits", b.uring_resubmits},
+                             {"submit_errors", b.uring_submit_errors}};
+        }
+        dev["requests"] = {
             {"reads", b.reads},           {"writes", b.writes},
             {"flushes", b.flushes},       {"get_ids", b.get_ids},
             {"discards", b.discards},     {"bytes_read", b.bytes_read},

@@ -147,6 +147,7 @@ class Machine {
   devices::MmioBus mmio_bus_;
   std::unique_ptr<VirtioMmioDevices> virtio_;       // null without virtio devices
   std::vector<devices::VirtioBlk*> virtio_blks_;     // owned by virtio_
+  std::size_t blk_workers_ = 0;  // disks served by a worker thread (not io_uring)
   devices::VirtioConsole* virtio_console_ = nullptr;  // owned by virtio_; --console virtio
   std::unique_ptr<devices::ConsoleInput> console_input_;
 

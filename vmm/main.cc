@@ -139,7 +139,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bool no_input = false;
   std::vector<std::string> drives;
-  run->add_option("--drive", drives, "virtio-blk disk: FILE[,ro] (repeatable)");
+  run->add_option("--drive", drives,
+                  "virtio-blk disk: FILE[,ro][,aio=io_uring|threads] (repeatable; aio: io_uring "
+                  "where the kernel allows it, else a worker thread)");
   std::string console = "serial";
   run->add_option("--console", console, "guest console: serial (COM1) or virtio (virtio-console)")
       ->check(CLI::IsMember({"serial", "virtio"}))

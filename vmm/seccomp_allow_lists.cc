@@ -93,6 +93,10 @@ SyscallAllowList loop_allow_list(const SeccompFacts& facts) {
   allow_irq_line(l, facts);
   allow_pulse_train(l, facts);
   if (facts.pit_tick_kernel) l.allow(SYS_io_destroy);  // the train's AIO context, at teardown
+  // virtio-blk on io_uring: requests submitted after an ioeventfd notification, and the wait
+  // for those still on the ring at reset or teardown. The ring was set up (io_uring_setup,
+  // io_uring_register) before any filter, and refuses io_uring_register once enabled.
+  if (facts.blk_uring) l.allow(SYS_io_uring_enter);
   // Teardown: irqfds and ioeventfds unbound as their owners go.
   l.allow_ioctl(facts.vm_fd, KVM_IRQFD);
   l.allow_ioctl(facts.vm_fd, KVM_IOEVENTFD);
@@ -114,6 +118,9 @@ SyscallAllowList vcpu_allow_list(const SeccompFacts& facts, int vcpu_fd) {
   // Kicking the other vCPUs when this one stops the run; its context switches at exit;
   // pc-testdev's page flush (mprotect, in the common list).
   l.allow({SYS_tgkill, SYS_getrusage});
+  // virtio-blk on io_uring: a notify that exits to this thread (no ioeventfd) submits, and a
+  // driver's reset waits for the requests still on the ring.
+  if (facts.blk_uring) l.allow(SYS_io_uring_enter);
   if (facts.pit_tick_vcpu) {
     // ThreadTimers: the POSIX timer re-armed and its signal taken between KVM_RUNs; the PIT's
     // acknowledgement audit, which then runs here, reads IRQ0's resample eventfd.

@@ -22,6 +22,7 @@ struct SeccompFacts {
   bool poll_epoll = false;         // --poll epoll, timerfd-epoll or auto
   bool poll_timerfd = false;       // --poll timerfd-epoll or auto: the wait's timeout in a timerfd
   bool control_socket = false;     // --api-socket
+  bool blk_uring = false;          // a virtio-blk disk on io_uring (set when one was created)
   // A sanitizer runtime shares every thread (MINIVMM_SANITIZER_RUNTIME): its own syscalls.
   bool sanitizer_runtime = false;
 };

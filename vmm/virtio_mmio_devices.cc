@@ -21,6 +21,7 @@ VirtioMmioDevices::~VirtioMmioDevices() {
   // interrupt line, which the slot destroys before the device (a use-after-free otherwise).
   for (auto& slot : slots_) slot->device->reset();
   for (auto& slot : slots_) {
+    if (const int fd = slot->device->completion_fd(); fd >= 0) loop_.unwatch(fd);
     const std::uint64_t notify = slot->base + devices::VirtioMmioTransport::kQueueNotify;
     for (std::size_t q = 0; q < slot->notify_fds.size(); ++q) {
       const int fd = slot->notify_fds[q].get();
@@ -47,6 +48,12 @@ devices::VirtioMmioTransport& VirtioMmioDevices::add(
       std::make_unique<devices::VirtioMmioTransport>(*slot->device, ram_, *slot->irq);
   bus_.attach(slot->base, devices::VirtioMmioTransport::kWindowSize, *slot->transport);
   register_notify(*slot);
+  if (const int fd = slot->device->completion_fd(); fd >= 0) {
+    // virtio-blk's io_uring completions: answered from the loop, like the notifications.
+    loop_.watch(fd, loop::kReadable,
+                loop::FdHandlers{[d = slot->device.get()] { d->on_completion_fd(); }, nullptr,
+                                 nullptr});
+  }
   slots_.push_back(std::move(slot));
   return *slots_.back()->transport;
 }

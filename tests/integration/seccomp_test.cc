@@ -49,7 +49,9 @@ struct SandboxCase {
   bool by_duration = false;       // ends by --duration 1 (exit 0) instead of debug-exit
   std::string expect_out = "";    // console text that proves the guest ran (and ticked)
   std::uint64_t vcpus = 1;
-  bool drive = false;             // add a virtio-blk disk (a worker thread, blk=check)
+  // Add a virtio-blk disk served by this engine (--drive FILE,aio=...): "io_uring" (no thread
+  // of its own: the loop submits) or "threads" (a worker thread); "" none.
+  std::string drive_aio = "";
   std::string mode = "on";        // the default unless --seccomp says otherwise
 };
 
@@ -69,7 +71,8 @@ class BootSeccompTest : public ::testing::TestWithParam<SandboxCase> {};
 TEST_P(BootSeccompTest, RunsAndTicksUnderItsFilters) {
   SKIP_WITHOUT_KVM();
   const SandboxCase& c = GetParam();
-  const std::string disk = c.drive ? make_disk() : "";
+  const bool drive = !c.drive_aio.empty();
+  const std::string disk = drive ? make_disk() : "";
   std::vector<std::string> args{"run", "--kernel",
                                 c.kernel.empty() ? guest_image() : test_guest(c.kernel)};
   args.insert(args.end(), c.args.begin(), c.args.end());
@@ -78,9 +81,9 @@ TEST_P(BootSeccompTest, RunsAndTicksUnderItsFilters) {
   } else {
     args.insert(args.end(), {"--duration", "60"});  // a hang still ends
   }
-  if (c.drive) args.insert(args.end(), {"--drive", disk});
+  if (drive) args.insert(args.end(), {"--drive", disk + ",aio=" + c.drive_aio});
   const RunResult r = run_minivmm(args);
-  if (c.drive) ::unlink(disk.c_str());
+  if (drive) ::unlink(disk.c_str());
 
   ASSERT_EQ(r.term_signal, 0) << r.err;
   EXPECT_EQ(r.err.find("seccomp: the"), std::string::npos) << r.err;
@@ -99,7 +102,11 @@ TEST_P(BootSeccompTest, RunsAndTicksUnderItsFilters) {
   EXPECT_EQ(filters(s, "loop"), one);
   EXPECT_EQ(filters(s, "vcpu"), one * c.vcpus);
   EXPECT_EQ(filters(s, "signals"), one);
-  EXPECT_EQ(filters(s, "blk"), c.drive ? one : 0);
+  EXPECT_EQ(filters(s, "blk"), c.drive_aio == "threads" ? one : 0);
+  if (drive) {
+    const std::string engine = c.drive_aio == "threads" ? "worker" : c.drive_aio;
+    EXPECT_EQ(s["devices"]["virtio_blk0"]["engine"], engine);
+  }
 }
 
 const std::string kTicks = "timer=pit hz=250 ticks=100";  // 0.4 s of guest time, then exit
@@ -125,15 +132,17 @@ INSTANTIATE_TEST_SUITE_P(
                     {"--cmdline", "timer=lapic hz=250 ticks=100", "--pit-tick", "loop",
                      "--irq-inject", "ioctl"},
                     "", false, "done 100"},
-        SandboxCase{"VirtioConsoleAndDrive",
+        SandboxCase{"VirtioConsoleAndDriveIoUring",
                     {"--cmdline", "console=virtio blk=check ticks=1", "--console", "virtio"},
-                    "", false, "blk: scratch ok", 1, true},
+                    "", false, "blk: scratch ok", 1, "io_uring"},
+        SandboxCase{"DriveWorkerThread", {"--cmdline", "blk=check ticks=1"}, "", false,
+                    "blk: scratch ok", 1, "threads"},
         SandboxCase{"MultibootTwoCpus", {"--cpus", "2", "--cmdline", "cpus=2"}, "smp", false,
                     "smp: 1 of 1 APs checked in", 2},
         SandboxCase{"Log", {"--cmdline", kTicks, "--seccomp", "log"}, "", false, "done 100", 1,
-                    false, "log"},
+                    "", "log"},
         SandboxCase{"Off", {"--cmdline", kTicks, "--seccomp", "off", "--pit-tick", "kernel"}, "",
-                    false, "done 100", 1, false, "off"}),
+                    false, "done 100", 1, "", "off"}),
     case_name);
 
 // --seccomp-selftest=KIND: that thread calls socket(2), in no list, once its filter is in
@@ -144,10 +153,12 @@ class BootSeccompSelftest : public ::testing::TestWithParam<std::string> {};
 TEST_P(BootSeccompSelftest, ForbiddenSyscallEndsTheRunWithTheReport) {
   SKIP_WITHOUT_KVM();
   const std::string& kind = GetParam();
-  const std::string disk = make_disk();  // a drive, so the blk worker exists (for every kind)
+  // A drive on a worker thread, so the blk worker exists (for every kind); aio=threads, since
+  // io_uring needs none.
+  const std::string disk = make_disk();
   const RunResult r =
       run_minivmm({"run", "--kernel", guest_image(), "--cmdline", kIdle, "--duration", "20",
-                   "--drive", disk, "--seccomp-selftest", kind},
+                   "--drive", disk + ",aio=threads", "--seccomp-selftest", kind},
                   false);
   ::unlink(disk.c_str());
   ASSERT_EQ(r.term_signal, 0) << "killed instead of reporting\n" << r.err;
@@ -170,7 +181,8 @@ TEST_P(BootSeccompSelftest, WithTheFilterOffTheSameSyscallIsAllowed) {
   const std::string disk = make_disk();
   const RunResult r =
       run_minivmm({"run", "--kernel", guest_image(), "--cmdline", kIdle, "--duration", "0.5",
-                   "--drive", disk, "--seccomp-selftest", kind, "--seccomp", "off"});
+                   "--drive", disk + ",aio=threads", "--seccomp-selftest", kind, "--seccomp",
+                   "off"});
   ::unlink(disk.c_str());
   ASSERT_EQ(r.term_signal, 0) << r.err;
   EXPECT_EQ(r.exit_code, 0) << r.err;

@@ -125,6 +125,14 @@ TEST(BootVirtioTest, DiskRoundTripsThroughTheGuest) {
   EXPECT_EQ(blk["requests"]["reads"].get<std::uint64_t>(), kDiskBytes / (1 << 20) + 1);
   EXPECT_EQ(blk["requests"]["writes"].get<std::uint64_t>(), 1u);
   EXPECT_GE(blk["interrupts"].get<std::uint64_t>(), 1u);
+#if MINIVMM_HAVE_LIBURING
+  // The default engine where liburing is built in: every request went through the ring, one
+  // submit per notification (the guest waits for each request before the next).
+  ASSERT_EQ(blk["engine"], "io_uring");
+  EXPECT_EQ(blk["io_uring"]["requests"].get<std::uint64_t>(),
+            blk["requests"]["reads"].get<std::uint64_t>() + 2);  // + the write and the flush
+  EXPECT_EQ(blk["io_uring"]["submit_errors"].get<std::uint64_t>(), 0u);
+#endif
 }
 
 TEST(BootVirtioTest, ReadOnlyDriveRefusesTheGuestsWrite) {
