@@ -79,6 +79,8 @@ BlockUring::~BlockUring() {
   if (event_fd_ >= 0) ::close(event_fd_);
 }
 
+int BlockUring::ring_fd() const noexcept { return ring_->ring_fd; }
+
 void BlockUring::drain_event_fd() noexcept {
   std::uint64_t count = 0;
   // EAGAIN: nothing signalled since the last drain.
@@ -161,6 +163,7 @@ std::unique_ptr<BlockUring> BlockUring::create(int, unsigned, std::string& why) 
 }
 
 BlockUring::~BlockUring() = default;
+int BlockUring::ring_fd() const noexcept { return -1; }
 void BlockUring::drain_event_fd() noexcept {}
 bool BlockUring::queue(std::uint8_t, std::uint64_t, std::uint64_t, std::uint64_t, std::uint32_t,
                        std::uint32_t) noexcept {

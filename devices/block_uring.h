@@ -43,6 +43,8 @@ class BlockUring {
 
   // Readable when completions are ready: the counter is cleared by drain_event_fd().
   int event_fd() const noexcept { return event_fd_; }
+  // The ring's own descriptor (tests check the lockdown through it).
+  int ring_fd() const noexcept;
   void drain_event_fd() noexcept;
 
   // Queue one request (not yet submitted); false when the submission queue is full.
