@@ -1,11 +1,11 @@
 #include "devices/virtio_blk.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
+
+#include "devices/log.h"
 
 namespace minivmm::devices {
 namespace {
@@ -30,8 +30,8 @@ VirtioBlk::VirtioBlk(BlockFile file, std::string id, bool use_worker,
       use_worker_(use_worker),
       on_worker_start_(std::move(on_worker_start)) {
   if (file_.size_bytes() % kSectorSize != 0) {
-    spdlog::warn("drive {}: size is not a multiple of 512; the last {} bytes are not visible",
-                 file_.path(), file_.size_bytes() % kSectorSize);
+    log::warn("drive {}: size is not a multiple of 512; the last {} bytes are not visible",
+              file_.path(), file_.size_bytes() % kSectorSize);
   }
   if (use_worker_) worker_ = std::thread([this] { worker_main(); });
 }
@@ -234,8 +234,8 @@ void VirtioBlk::execute(VirtioQueueHost& host, const Job& job) noexcept {
       break;
   }
   if (!ok) {
-    spdlog::debug("drive {}: request type {} sector {} failed: {}", file_.path(), r.type, r.sector,
-                  std::strerror(errno));
+    log::debug("drive {}: request type {} sector {} failed: {}", file_.path(), r.type, r.sector,
+               std::strerror(errno));
     std::lock_guard s(stats_mu_);
     ++stats_.io_errors;
   }
