@@ -1,6 +1,5 @@
 #include "devices/console_input.h"
 
-#include <spdlog/spdlog.h>
 #include <termios.h>
 
 #include <algorithm>
@@ -8,6 +7,7 @@
 #include <cerrno>
 #include <system_error>
 
+#include "devices/log.h"
 #include "devices/uart_rx_port.h"
 #include "loop/poller.h"
 
@@ -63,7 +63,7 @@ ConsoleInput::~ConsoleInput() {
 void ConsoleInput::enter_raw_mode() {
   termios saved{};
   if (::tcgetattr(options_.fd, &saved) != 0) {
-    spdlog::warn("console: tcgetattr failed ({}); leaving the terminal as it is", errno);
+    log::warn("console: tcgetattr failed ({}); leaving the terminal as it is", errno);
     return;
   }
   termios raw = saved;
@@ -78,7 +78,7 @@ void ConsoleInput::enter_raw_mode() {
   g_raw_termios = raw;
   g_saved_fd.store(options_.fd, std::memory_order_release);
   if (::tcsetattr(options_.fd, TCSANOW, &raw) != 0) {
-    spdlog::warn("console: tcsetattr failed ({}); leaving the terminal as it is", errno);
+    log::warn("console: tcsetattr failed ({}); leaving the terminal as it is", errno);
     g_saved_fd.store(-1, std::memory_order_release);
     return;
   }
@@ -108,8 +108,8 @@ void ConsoleInput::start_watching() {
       return;
     } catch (const std::system_error& e) {
       if (e.code().value() != EPERM) {
-        spdlog::warn("console: cannot watch input fd {} ({}); input disabled", options_.fd,
-                     e.what());
+        log::warn("console: cannot watch input fd {} ({}); input disabled", options_.fd,
+                  e.what());
         watching_ = false;
         eof_ = true;
         return;
@@ -160,7 +160,7 @@ void ConsoleInput::on_readable() {
       if (read_from_bottom_halves_) schedule_read();
       return;
     }
-    spdlog::warn("console: reading input failed ({}); input stops", errno);
+    log::warn("console: reading input failed ({}); input stops", errno);
     eof_ = true;
     stop_watching();
     return;

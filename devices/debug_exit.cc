@@ -1,8 +1,8 @@
 #include "devices/debug_exit.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
+
+#include "devices/log.h"
 
 namespace minivmm::devices {
 
@@ -21,8 +21,8 @@ void DebugExit::write(std::uint16_t offset, std::span<const std::uint8_t> data) 
   for (std::size_t i = 0; i < data.size(); ++i) value |= std::uint32_t{data[i]} << (8 * i);
   const int status = exit_status(value);
   ++exit_requests_;
-  spdlog::info("guest: isa-debug-exit write 0x{:x} (width {}, offset {}): exit status {}", value,
-               data.size(), offset, status);
+  log::info("guest: isa-debug-exit write 0x{:x} (width {}, offset {}): exit status {}", value,
+            data.size(), offset, status);
   if (on_exit_) on_exit_(status);
 }
 

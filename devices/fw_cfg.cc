@@ -1,9 +1,9 @@
 #include "devices/fw_cfg.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <stdexcept>
+
+#include "devices/log.h"
 
 namespace minivmm::devices {
 namespace {
@@ -93,7 +93,7 @@ void FwCfg::write(std::uint16_t offset, std::span<const std::uint8_t> data) noex
     ++stats_.unknown_selects;
     // Once per key: a guest polling an unknown key must not flood the log.
     if (logged_unknown_.size() < 64 && logged_unknown_.insert(key).second) {
-      spdlog::info("fw_cfg: guest selected unknown key {:#06x}: reads return 0", raw);
+      log::info("fw_cfg: guest selected unknown key {:#06x}: reads return 0", raw);
     }
     return;
   }

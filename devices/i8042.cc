@@ -1,8 +1,8 @@
 #include "devices/i8042.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
+
+#include "devices/log.h"
 
 namespace minivmm::devices {
 namespace {
@@ -46,7 +46,7 @@ void I8042::write(std::uint16_t offset, std::span<const std::uint8_t> data) noex
     update_locked();
   }
   if (reset) {
-    spdlog::info("guest: i8042 CPU reset requested");
+    log::info("guest: i8042 CPU reset requested");
     if (on_reset_) on_reset_();
   }
 }
@@ -116,7 +116,7 @@ bool I8042::write_command_locked(std::uint8_t command) noexcept {
       return false;
     default:
       if (++stats_.unknown_commands <= kMaxUnknownCommandLogs) {
-        spdlog::debug("guest: i8042 unknown command 0x{:02x}", command);
+        log::debug("guest: i8042 unknown command 0x{:02x}", command);
       }
       return false;
   }

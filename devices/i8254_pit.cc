@@ -1,8 +1,8 @@
 #include "devices/i8254_pit.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
+
+#include "devices/log.h"
 
 namespace minivmm::devices {
 namespace {
@@ -97,7 +97,7 @@ std::uint8_t I8254Pit::read_byte_locked(std::uint16_t offset, Nanos now) noexcep
   if (offset < kControlOffset) return channels_[offset].read(now);
   // The control word register is write-only; past it is port 0x44, not ours.
   if (++stats_.bad_accesses <= kMaxBadAccessLogs) {
-    spdlog::debug("guest: i8254 read of offset {}", offset);
+    log::debug("guest: i8254 read of offset {}", offset);
   }
   return kFloatingBus;
 }
@@ -109,7 +109,7 @@ void I8254Pit::write_byte_locked(std::uint16_t offset, std::uint8_t value, Nanos
   }
   if (offset > kControlOffset) {
     if (++stats_.bad_accesses <= kMaxBadAccessLogs) {
-      spdlog::debug("guest: i8254 write 0x{:02x} to offset {}", value, offset);
+      log::debug("guest: i8254 write 0x{:02x} to offset {}", value, offset);
     }
     return;
   }
@@ -268,8 +268,8 @@ std::optional<std::uint64_t> I8254Pit::resolve_acks_locked() noexcept {
     // not have enabled interrupts, or take IRQ0 through a path that never reports one.
     if (*acks == 0) {
       if (sent >= kAcklessEdgesLimit) {
-        spdlog::info("i8254: no acknowledgement of IRQ0 in {} edges; ticks go out unchecked",
-                     sent);
+        log::info("i8254: no acknowledgement of IRQ0 in {} edges; ticks go out unchecked",
+                  sent);
         acks_unavailable_ = true;
         stats_.acks_abandoned = true;
         irq0_.stop_acknowledgements();

@@ -1,10 +1,10 @@
 #include "devices/io_bus.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+
+#include "devices/log.h"
 
 namespace minivmm::devices {
 namespace {
@@ -43,8 +43,8 @@ void IoBus::count_unmapped(std::uint16_t port, bool is_write, std::size_t width)
   (is_write ? u.writes : u.reads)++;
   if (logged_ < kMaxUnmappedLogs) {
     ++logged_;
-    spdlog::debug("guest: unmapped port {} 0x{:04x} width {}{}", is_write ? "write" : "read",
-                  port, width, logged_ == kMaxUnmappedLogs ? " (further ones not logged)" : "");
+    log::debug("guest: unmapped port {} 0x{:04x} width {}{}", is_write ? "write" : "read",
+               port, width, logged_ == kMaxUnmappedLogs ? " (further ones not logged)" : "");
   }
 }
 

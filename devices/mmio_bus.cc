@@ -1,11 +1,11 @@
 #include "devices/mmio_bus.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+
+#include "devices/log.h"
 
 namespace minivmm::devices {
 namespace {
@@ -54,7 +54,7 @@ bool MmioBus::read(std::uint64_t gpa, std::span<std::uint8_t> data) noexcept {
   }
   std::memset(data.data(), 0xff, data.size());
   if (unmapped_reads_.fetch_add(1, std::memory_order_relaxed) < 16) {
-    spdlog::debug("guest: unmapped MMIO read 0x{:x} width {}", gpa, data.size());
+    log::debug("guest: unmapped MMIO read 0x{:x} width {}", gpa, data.size());
   }
   return false;
 }
@@ -69,7 +69,7 @@ bool MmioBus::write(std::uint64_t gpa, std::span<const std::uint8_t> data) noexc
     return true;
   }
   if (unmapped_writes_.fetch_add(1, std::memory_order_relaxed) < 16) {
-    spdlog::debug("guest: unmapped MMIO write 0x{:x} width {}", gpa, data.size());
+    log::debug("guest: unmapped MMIO write 0x{:x} width {}", gpa, data.size());
   }
   return false;
 }

@@ -1,8 +1,8 @@
 #include "devices/pc_testdev_irq.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
+
+#include "devices/log.h"
 
 namespace minivmm::devices {
 
@@ -12,15 +12,15 @@ void PcTestdevIrq::read(std::uint16_t offset, std::span<std::uint8_t> data) noex
   std::fill(data.begin(), data.end(), std::uint8_t{0xff});
   std::lock_guard lock(mu_);
   ++stats_.bad_accesses;
-  spdlog::debug("pc-testdev: read of irq port {:#x} ignored", kPort + offset);
+  log::debug("pc-testdev: read of irq port {:#x} ignored", kPort + offset);
 }
 
 void PcTestdevIrq::write(std::uint16_t offset, std::span<const std::uint8_t> data) noexcept {
   std::lock_guard lock(mu_);
   if (data.size() != 1 || offset >= kLines) {
     ++stats_.bad_accesses;
-    spdlog::debug("pc-testdev: {}-byte write to irq port {:#x} ignored", data.size(),
-                  kPort + offset);
+    log::debug("pc-testdev: {}-byte write to irq port {:#x} ignored", data.size(),
+               kPort + offset);
     return;
   }
   const bool level = data[0] != 0;

@@ -2,8 +2,8 @@
 // MINIVMM_LEAN_RUNTIME). Debian ships spdlog only as a shared library, and libspdlog.so pulls
 // in libstdc++.so: 2 MiB of each idle VMM's RSS. Every other file includes spdlog's headers
 // with SPDLOG_COMPILED_LIB, which leaves the definitions out; here they are compiled in, from
-// the same headers, for the sinks minivmm uses (stderr in colour, vmm/main.cc). fmt stays
-// header-only (FMT_HEADER_ONLY): its inline functions cost each file little.
+// the same headers, for the sinks minivmm uses (stderr in colour, devices/log.cc). fmt's own
+// implementation is compiled once too, next door (devices/fmt_impl.cc).
 #ifndef SPDLOG_COMPILED_LIB
 #error "spdlog_impl.cc is built only with SPDLOG_COMPILED_LIB (MINIVMM_LEAN_RUNTIME)"
 #endif

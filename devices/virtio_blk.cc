@@ -1,11 +1,11 @@
 #include "devices/virtio_blk.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
+
+#include "devices/log.h"
 
 namespace minivmm::devices {
 namespace {
@@ -42,8 +42,8 @@ VirtioBlk::VirtioBlk(BlockFile file, std::string id, bool use_worker,
       use_worker_(use_worker),
       on_worker_start_(std::move(on_worker_start)) {
   if (file_.size_bytes() % kSectorSize != 0) {
-    spdlog::warn("drive {}: size is not a multiple of 512; the last {} bytes are not visible",
-                 file_.path(), file_.size_bytes() % kSectorSize);
+    log::warn("drive {}: size is not a multiple of 512; the last {} bytes are not visible",
+              file_.path(), file_.size_bytes() % kSectorSize);
   }
   if (use_worker_) worker_ = std::thread([this] { worker_main(); });
 }
@@ -291,8 +291,8 @@ void VirtioBlk::finish(VirtioQueueHost* host, const Job& job, bool ok, bool sync
     if (!ok) ++stats_.io_errors;
   }
   if (!ok) {
-    spdlog::debug("drive {}: request type {} sector {} failed: {}", file_.path(), r.type, r.sector,
-                  std::strerror(err));
+    log::debug("drive {}: request type {} sector {} failed: {}", file_.path(), r.type, r.sector,
+               std::strerror(err));
   }
   if (host != nullptr) answer(*host, r, job.head, ok ? kBlkSOk : kBlkSIoErr, ok ? written : 0);
 }
@@ -468,7 +468,7 @@ void VirtioBlk::submit_locked() noexcept {
   // The kernel refused for now (-ENOMEM, -EAGAIN): the requests stay queued and go with the
   // next notification's or completion's submit, or with a drain.
   ++stats_.uring_submit_errors;
-  spdlog::warn("drive {}: io_uring submit: {}", file_.path(), std::strerror(-r));
+  log::warn("drive {}: io_uring submit: {}", file_.path(), std::strerror(-r));
 }
 
 void VirtioBlk::on_completion_fd() noexcept {
@@ -492,9 +492,9 @@ void VirtioBlk::drain_ring_locked() noexcept {
     if (!ring_->wait(c)) {
       // Nothing a healthy ring says to a wait. Giving up leaves requests the kernel may still
       // complete into guest RAM, so only after trying hard, and loudly.
-      spdlog::error("drive {}: io_uring wait: {}", file_.path(), std::strerror(errno));
+      log::error("drive {}: io_uring wait: {}", file_.path(), std::strerror(errno));
       if (++failures == 100) {
-        spdlog::error("drive {}: {} requests left on the ring", file_.path(),
+        log::error("drive {}: {} requests left on the ring", file_.path(),
                       ops_.size() - free_ops_.size());
         break;
       }

@@ -1,8 +1,8 @@
 #include "devices/virtio_mmio_transport.h"
 
-#include <spdlog/spdlog.h>
-
 #include <cstring>
+
+#include "devices/log.h"
 
 namespace minivmm::devices {
 namespace {
@@ -195,8 +195,8 @@ void VirtioMmioTransport::write_status(std::uint32_t value) noexcept {
       if (!subset || (driver_features_ & kVirtioFVersion1) == 0) {
         next &= ~kStatusFeaturesOk;
         features_refused_.fetch_add(1, std::memory_order_relaxed);
-        spdlog::debug("{}: refused driver features 0x{:x} (offered 0x{:x})", name_,
-                      driver_features_, offered_);
+        log::debug("{}: refused driver features 0x{:x} (offered 0x{:x})", name_,
+                   driver_features_, offered_);
       }
     }
     if ((value & kStatusDriverOk) != 0 && (status_ & kStatusDriverOk) == 0) {
@@ -248,7 +248,7 @@ void VirtioMmioTransport::set_needs_reset_locked() noexcept {
   if ((status_ & kStatusNeedsReset) != 0) return;
   status_ |= kStatusNeedsReset;
   needs_reset_.fetch_add(1, std::memory_order_relaxed);
-  spdlog::debug("{}: DEVICE_NEEDS_RESET", name_);
+  log::debug("{}: DEVICE_NEEDS_RESET", name_);
   // 4.2.2.1: a configuration change notification tells a DRIVER_OK driver to look at status.
   if ((status_ & kStatusDriverOk) != 0) {
     interrupt_status_.fetch_or(kInterruptConfigChange, std::memory_order_acq_rel);

@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <system_error>
 
-#include <spdlog/spdlog.h>
+#include "devices/log.h"
 
 namespace minivmm::vmm {
 namespace {
@@ -131,7 +131,7 @@ void ControlSocket::on_accept() {
         reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
         continue;
       }
-      spdlog::warn("api socket: accept: {}", std::strerror(errno));
+      log::warn("api socket: accept: {}", std::strerror(errno));
       return;
     }
     if (clients_.size() >= options_.max_clients) {
@@ -142,7 +142,7 @@ void ControlSocket::on_accept() {
       ucred cred{};
       socklen_t len = sizeof cred;
       if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != ::geteuid()) {
-        spdlog::warn("api socket: refused a client of uid {}", cred.uid);
+        log::warn("api socket: refused a client of uid {}", cred.uid);
         refuse(fd, "permission denied");
         continue;
       }
@@ -162,7 +162,7 @@ void ControlSocket::on_accept() {
     h.closed = [this, id](loop::ChannelClose why) {
       if (why == loop::ChannelClose::kOutputOverflow) ++stats_.dropped;
       if (why != loop::ChannelClose::kPeerClosed) {
-        spdlog::debug("api socket: client {} closed: {}", id, loop::channel_close_name(why));
+        log::debug("api socket: client {} closed: {}", id, loop::channel_close_name(why));
       }
       clients_.erase(id);  // destroys the channel from inside its handler: it allows that
     };
@@ -170,7 +170,7 @@ void ControlSocket::on_accept() {
       clients_.emplace(id, std::make_unique<loop::JsonLineChannel>(loop_, fd, options_.limits,
                                                                    std::move(h)));
     } catch (const std::system_error& e) {  // the channel closed fd
-      spdlog::warn("api socket: cannot watch a client: {}", e.what());
+      log::warn("api socket: cannot watch a client: {}", e.what());
       continue;
     }
     ++stats_.accepted;

@@ -12,8 +12,7 @@
 #include <cstring>
 #include <exception>
 
-#include <spdlog/spdlog.h>
-
+#include "devices/log.h"
 #include "timers/syscall_counters.h"
 #include "timers/timespec.h"
 
@@ -70,7 +69,7 @@ bool KernelPulseTrain::start(Nanos first, Nanos period) noexcept {
   running_ = true;
   if (suspended_) return true;  // armed on resume()
   if (open_generation_locked(first) && refill_locked(clock_.now())) return true;
-  spdlog::warn("{}; the PIT's own timer delivers the ticks", give_up_locked("unavailable"));
+  log::warn("{}; the PIT's own timer delivers the ticks", give_up_locked("unavailable"));
   return false;
 }
 
@@ -137,7 +136,7 @@ bool KernelPulseTrain::probe_aio_timerfd_read() {
     sys_io_getevents(aio_, 1, 1, &ev, &wait);  // it completed inside io_submit
   }
   ::close(fd);
-  if (!ok) spdlog::debug("PIT pulse train: no AIO reads of timerfds here; clearing with read(2)");
+  if (!ok) log::debug("PIT pulse train: no AIO reads of timerfds here; clearing with read(2)");
   return ok;
 }
 
@@ -157,7 +156,7 @@ bool KernelPulseTrain::open_generation_locked(Nanos first_edge) {
   try {
     binding_.attach(gen_.eventfd);
   } catch (const std::exception& e) {
-    spdlog::error("PIT pulse train: {}", e.what());
+    log::error("PIT pulse train: {}", e.what());
     return false;
   }
   gen_.attached = true;

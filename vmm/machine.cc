@@ -10,8 +10,9 @@
 #include <cerrno>
 #include <cstring>
 
-#include <spdlog/spdlog.h>
+#include <fmt/core.h>
 
+#include "devices/log.h"
 #include "loop/auto_poller.h"
 #include "timers/clock_read_counter.h"
 #include "timers/syscall_counters.h"
@@ -183,7 +184,7 @@ Machine::Machine(Config config)
       binding.attach = [this](int fd) { vm_.add_irqfd(fd, kIrqPit); };
       binding.detach = [this](int fd) { vm_.remove_irqfd(fd, kIrqPit); };
       binding.failed = [this](const std::string& why) {
-        spdlog::error("{}", why);
+        log::error("{}", why);
         request_stop(ExitCode::kHostFailure, why);
       };
       pit_train_ = std::make_unique<KernelPulseTrain>(vm_timers_, std::move(binding));
@@ -232,7 +233,7 @@ Machine::Machine(Config config)
           throw VmmError(ExitCode::kHostFailure,
                          "--drive " + spec.path + ",aio=io_uring: " + why);
         } else {
-          spdlog::info("drive {}: io_uring unavailable ({}); a worker thread serves it",
+          log::info("drive {}: io_uring unavailable ({}); a worker thread serves it",
                        spec.path, why);
         }
       }
@@ -264,8 +265,8 @@ Machine::Machine(Config config)
   }
 
   const LoadedKernel& k = kernel_;
-  spdlog::debug("kernel loaded at {:#x}-{:#x}, entry {:#x}, boot info {:#x}", k.load_addr,
-                k.load_end, k.entry_addr, k.boot_info_addr);
+  log::debug("kernel loaded at {:#x}-{:#x}, entry {:#x}, boot info {:#x}", k.load_addr,
+             k.load_end, k.entry_addr, k.boot_info_addr);
 
   std::vector<kvm_cpuid_entry2> cpuid;
   try {
@@ -374,7 +375,7 @@ void Machine::flush_guest_page(std::uint64_t page_gpa) noexcept {
   void* host = mem.slice(page_gpa, kTestdevPageBytes).data();
   if (::mprotect(host, kTestdevPageBytes, PROT_READ) != 0 ||
       ::mprotect(host, kTestdevPageBytes, PROT_READ | PROT_WRITE) != 0) {
-    spdlog::warn("pc-testdev: flush of page {:#x}: mprotect: {}", page_gpa, std::strerror(errno));
+    log::warn("pc-testdev: flush of page {:#x}: mprotect: {}", page_gpa, std::strerror(errno));
   }
 }
 
@@ -481,7 +482,7 @@ int Machine::run() {
   }
   const bool ok = loop_->run();
   if (!ok) {
-    spdlog::error("main loop failed: {}", std::strerror(errno));
+    log::error("main loop failed: {}", std::strerror(errno));
     request_stop(ExitCode::kHostFailure, "main loop failed");
   }
   for (auto& v : vcpus_) v->request_stop();

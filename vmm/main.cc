@@ -1,7 +1,5 @@
 // minivmm: command line, logging, and the process exit code. Everything else is in Machine.
 #include <CLI/CLI.hpp>
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -12,6 +10,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "devices/log.h"
 #include "vmm/crash_signals.h"
 #include "vmm/machine.h"
 #include "vmm/size_parser.h"
@@ -43,7 +42,7 @@ int write_stats(const minivmm::vmm::RunReport& report, const std::string& path) 
   }
   std::ofstream out(path);
   if (!out || !(out << text)) {
-    spdlog::error("cannot write stats to '{}'", path);
+    minivmm::log::error("cannot write stats to '{}'", path);
     return 1;
   }
   return 0;
@@ -55,10 +54,9 @@ int main(int argc, char** argv) {
   // Console output piped into `head` must not kill the VMM; the sink counts EPIPE instead.
   std::signal(SIGPIPE, SIG_IGN);
   minivmm::vmm::install_crash_signal_handlers();  // a crash gives the terminal back
-  // Logs go to stderr: stdout is the guest's console.
-  auto logger = spdlog::stderr_color_mt("minivmm");
-  logger->set_pattern("minivmm: %^%l%$: %v");
-  spdlog::set_default_logger(logger);
+  // Logs go to stderr: stdout is the guest's console. Through the logging front end, so that
+  // this file need not include spdlog (devices/log.h says why).
+  minivmm::log::use_stderr_logger("minivmm", "minivmm: %^%l%$: %v");
 
   CLI::App app{"minivmm: a small KVM virtual machine monitor whose idle guests cost the host "
                "almost nothing"};
@@ -178,7 +176,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "minivmm: error: %s (see 'minivmm run --help')\n", e.what());
     return to_int(ExitCode::kUsage);
   }
-  spdlog::set_level(spdlog::level::from_str(log_level));
+  minivmm::log::set_level(minivmm::log::level_from_name(log_level));
 
   const auto mem = minivmm::vmm::parse_size(memory);
   if (!mem) {
@@ -294,10 +292,10 @@ int main(int argc, char** argv) {
     }
     return status;
   } catch (const minivmm::vmm::VmmError& e) {
-    spdlog::error("{}", e.what());
+    minivmm::log::error("{}", e.what());
     return to_int(e.code());
   } catch (const std::exception& e) {
-    spdlog::error("{}", e.what());
+    minivmm::log::error("{}", e.what());
     return to_int(ExitCode::kHostFailure);
   }
 }

@@ -12,9 +12,8 @@
 #include <string>
 #include <system_error>
 
-#include <spdlog/spdlog.h>
-
 #include "devices/console_input.h"
+#include "devices/log.h"
 #include "vmm/exit_code.h"
 
 namespace minivmm::vmm {
@@ -202,7 +201,7 @@ bool SeccompSandbox::try_enter(ThreadKind kind, const SyscallAllowList& list) no
     ok = false;
     const std::string why = std::string("seccomp: cannot filter the ") +
                             std::string(thread_kind_name(kind)) + " thread: " + e.what();
-    spdlog::error("{}", why);
+    log::error("{}", why);
     std::lock_guard lock(mu_);
     if (!failure_) failure_ = why;
   }

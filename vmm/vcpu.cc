@@ -12,8 +12,9 @@
 #include <memory>
 #include <system_error>
 
-#include <spdlog/spdlog.h>
+#include <fmt/core.h>
 
+#include "devices/log.h"
 #include "timers/syscall_counters.h"
 #include "vmm/cpu_affinity.h"
 #include "vmm/kvm.h"
@@ -274,7 +275,7 @@ void Vcpu::thread_main() {
   try {
     pin_thread(pthread_self(), cpus_, name);
   } catch (const std::exception& e) {
-    spdlog::error("{}", e.what());
+    log::error("{}", e.what());
     on_stop_(ExitCode::kHostFailure, "vCPU thread could not be pinned");
     stop_ = true;
   }
@@ -284,7 +285,7 @@ void Vcpu::thread_main() {
       timers_->attach();
       set_kvm_signal_mask();
     } catch (const std::exception& e) {
-      spdlog::error("vcpu{}: cannot host its timers: {}", index_, e.what());
+      log::error("vcpu{}: cannot host its timers: {}", index_, e.what());
       on_stop_(ExitCode::kHostFailure, "vCPU timers failed");
       timers_ = nullptr;
       stop_ = true;
@@ -295,7 +296,7 @@ void Vcpu::thread_main() {
     stop_ = true;
   }
   if (!stop_ && !run_loop()) {
-    spdlog::error("vcpu{}: its timers failed: {}", index_, std::strerror(errno));
+    log::error("vcpu{}: its timers failed: {}", index_, std::strerror(errno));
     on_stop_(ExitCode::kHostFailure, "vCPU timers failed");
   }
   if (timers_) timers_->suspend();
@@ -462,30 +463,30 @@ bool Vcpu::handle_exit() {
 }
 
 void Vcpu::report_failure(const std::string& what) {
-  spdlog::error("vcpu{}: {}", index_, what);
+  log::error("vcpu{}: {}", index_, what);
   if (run_->exit_reason == KVM_EXIT_INTERNAL_ERROR) {
     std::string data;
     for (__u32 i = 0; i < run_->internal.ndata && i < 16; ++i) {
       data += fmt::format(" {:#x}", run_->internal.data[i]);
     }
-    spdlog::error("vcpu{}: suberror {} data [{} ]", index_, run_->internal.suberror, data);
+    log::error("vcpu{}: suberror {} data [{} ]", index_, run_->internal.suberror, data);
   }
   kvm_regs r{};
   kvm_sregs s{};
   if (::ioctl(fd_.get(), KVM_GET_REGS, &r) < 0 || ::ioctl(fd_.get(), KVM_GET_SREGS, &s) < 0) {
-    spdlog::error("vcpu{}: registers unavailable: {}", index_, std::strerror(errno));
+    log::error("vcpu{}: registers unavailable: {}", index_, std::strerror(errno));
     return;
   }
-  spdlog::error("vcpu{}: rip={:#018x} rflags={:#x} cs={:#x} (base {:#x}, l={} db={})", index_,
-                r.rip, r.rflags, s.cs.selector, s.cs.base, s.cs.l, s.cs.db);
-  spdlog::error("vcpu{}: rax={:#x} rbx={:#x} rcx={:#x} rdx={:#x} rsi={:#x} rdi={:#x}", index_,
-                r.rax, r.rbx, r.rcx, r.rdx, r.rsi, r.rdi);
-  spdlog::error("vcpu{}: rsp={:#x} rbp={:#x} r8={:#x} r9={:#x} r10={:#x} r11={:#x}", index_,
-                r.rsp, r.rbp, r.r8, r.r9, r.r10, r.r11);
-  spdlog::error("vcpu{}: r12={:#x} r13={:#x} r14={:#x} r15={:#x}", index_, r.r12, r.r13,
-                r.r14, r.r15);
-  spdlog::error("vcpu{}: cr0={:#x} cr2={:#x} cr3={:#x} cr4={:#x} efer={:#x}", index_, s.cr0,
-                s.cr2, s.cr3, s.cr4, s.efer);
+  log::error("vcpu{}: rip={:#018x} rflags={:#x} cs={:#x} (base {:#x}, l={} db={})", index_,
+             r.rip, r.rflags, s.cs.selector, s.cs.base, s.cs.l, s.cs.db);
+  log::error("vcpu{}: rax={:#x} rbx={:#x} rcx={:#x} rdx={:#x} rsi={:#x} rdi={:#x}", index_,
+             r.rax, r.rbx, r.rcx, r.rdx, r.rsi, r.rdi);
+  log::error("vcpu{}: rsp={:#x} rbp={:#x} r8={:#x} r9={:#x} r10={:#x} r11={:#x}", index_,
+             r.rsp, r.rbp, r.r8, r.r9, r.r10, r.r11);
+  log::error("vcpu{}: r12={:#x} r13={:#x} r14={:#x} r15={:#x}", index_, r.r12, r.r13,
+             r.r14, r.r15);
+  log::error("vcpu{}: cr0={:#x} cr2={:#x} cr3={:#x} cr4={:#x} efer={:#x}", index_, s.cr0,
+             s.cr2, s.cr3, s.cr4, s.efer);
   kvm_translation tr{};
   tr.linear_address = s.cs.base + r.rip;
   const GuestMemory mem = vm_.memory();
@@ -495,7 +496,7 @@ void Vcpu::report_failure(const std::string& what) {
     for (std::byte b : mem.slice(tr.physical_address, 16)) {
       bytes += fmt::format(" {:02x}", static_cast<unsigned>(b));
     }
-    spdlog::error("vcpu{}: instruction bytes at {:#x}:{}", index_, tr.physical_address, bytes);
+    log::error("vcpu{}: instruction bytes at {:#x}:{}", index_, tr.physical_address, bytes);
   }
 }
 

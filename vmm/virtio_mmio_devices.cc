@@ -6,8 +6,9 @@
 #include <cerrno>
 #include <cstring>
 
-#include <spdlog/spdlog.h>
+#include <fmt/core.h>
 
+#include "devices/log.h"
 #include "loop/poller.h"
 #include "vmm/vmm_error.h"
 
@@ -69,8 +70,8 @@ void VirtioMmioDevices::register_notify(Slot& slot) {
       vm_.add_ioeventfd(fd.get(), notify, static_cast<std::uint32_t>(q));
     } catch (const VmmError& e) {
       // Still correct without it: the write exits to the vCPU thread, which notifies.
-      spdlog::warn("virtio {}: queue {} notifications go through the vCPU thread ({})",
-                   slot.label, q, e.what());
+      log::warn("virtio {}: queue {} notifications go through the vCPU thread ({})",
+                slot.label, q, e.what());
       slot.notify_fds.emplace_back();
       continue;
     }

@@ -8,7 +8,6 @@
 // end of file; no socket fd is left open afterwards; and nothing crashes, throws or trips
 // ASan/UBSan.
 #include <dirent.h>
-#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -23,6 +22,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "devices/log.h"
 #include "loop/event_loop.h"
 #include "timers/dynticks.h"
 #include "timers/monotonic_clock.h"
@@ -58,7 +58,7 @@ int open_sockets() {
 
 struct Server {
   Server() {
-    spdlog::set_level(spdlog::level::off);
+    minivmm::log::set_level(minivmm::log::Level::off);
     path = "/tmp/minivmm-fuzz-api-" + std::to_string(getpid()) + ".sock";
     unlink(path.c_str());
     minivmm::vmm::ControlHandlers h;

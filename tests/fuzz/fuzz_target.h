@@ -20,8 +20,7 @@
 #include <optional>
 #include <span>
 
-#include <spdlog/spdlog.h>
-
+#include "devices/log.h"
 #include "devices/port_io_device.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "tests/fuzz/fuzz_env.h"
@@ -186,7 +185,7 @@ void run_twins(const std::uint8_t* data, std::size_t size, Make make) {
 // logs costs more than the device call they report), then each input runs on identical twins.
 #define MINIVMM_DEVICE_FUZZ_TARGET(Rig)                                                  \
   extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {                \
-    spdlog::set_level(spdlog::level::off);                                               \
+    ::minivmm::log::set_level(::minivmm::log::Level::off);                               \
     return 0;                                                                            \
   }                                                                                      \
   extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {   \

@@ -5,8 +5,6 @@
 // ports the VMM maps (machine.cc's table, rebuilt here from the rigs' slots) and hands the device
 // the right offset; an unmapped port reads all ones and is counted, per port and direction,
 // exactly as often as it was accessed.
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -17,6 +15,7 @@
 #include <vector>
 
 #include "devices/io_bus.h"
+#include "devices/log.h"
 #include "tests/fuzz/debug_exit_post_port_rig.h"
 #include "tests/fuzz/fuzz_target.h"
 #include "tests/fuzz/i8042_rig.h"
@@ -148,7 +147,7 @@ class BusTarget final : public Target {
 }  // namespace minivmm::fuzz
 
 extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
-  spdlog::set_level(spdlog::level::off);  // see i8254_pit_fuzz.cc
+  minivmm::log::set_level(minivmm::log::Level::off);  // see i8254_pit_fuzz.cc
   return 0;
 }
 

@@ -17,8 +17,7 @@
 #include <optional>
 #include <vector>
 
-#include <spdlog/spdlog.h>
-
+#include "devices/log.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "tests/fuzz/fuzz_ops.h"
 #include "tests/fuzz/virtio_mmio_rig.h"
@@ -62,7 +61,7 @@ GuardedRam& ram(std::size_t twin) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
-  spdlog::set_level(spdlog::level::off);
+  minivmm::log::set_level(minivmm::log::Level::off);
   return 0;
 }
 
