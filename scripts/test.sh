@@ -62,7 +62,8 @@ fi
 
 # ThreadSanitizer (it cannot be combined with ASan, hence a build of its own): the threads of a
 # run (loop, vCPU, signal, control socket) share devices, timer lists and the pause state.
-# -O0 with line tables only (gcc with TSan compiles a third cheaper than at -O1), no benchmarks. To keep the whole script under 10 minutes on 2 cores
+# -O1 with line tables only, no benchmarks (at -O0 the build took as long, 172 s, and the
+# tests twice as long, 49 s against 24). To keep the whole script under 10 minutes on 2 cores
 # it runs the unit tests except the bad-input CLI matrix (single-threaded process runs, which
 # only cost time under TSan: ~0.3 s per exec) and the kernel pulse train's real-time tests (their
 # 64 ms refill margin is for an uninstrumented build: under TSan on a busy host a refill came
@@ -76,7 +77,7 @@ fi
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}"
 echo "== configure and build (build-tsan): ThreadSanitizer"
 cmake -S . -B build-tsan -G Ninja -DMINIVMM_WERROR=ON -DCMAKE_BUILD_TYPE=Debug \
-  -DCMAKE_CXX_FLAGS_DEBUG="-O0 -g1" -DMINIVMM_SANITIZE=thread -DMINIVMM_BUILD_BENCH=OFF \
+  -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DMINIVMM_SANITIZE=thread -DMINIVMM_BUILD_BENCH=OFF \
   -DMINIVMM_BUILD_UNIT_TESTS=ON >/dev/null
 stage "build (build-tsan)" cmake --build build-tsan -j "$jobs"
 echo "== test (build-tsan)"
