@@ -87,6 +87,7 @@ I8254Pit::Stats I8254Pit::stats() const {
   std::lock_guard lock(mu_);
   Stats s = stats_;
   s.ticks_owed = owed_ticks_;
+  s.ticks_injected_by_pit = stats_.ticks_injected;
   if (train_) s.ticks_injected += train_->delivered();
   // Merged edges were counted when sent; the guest never saw them.
   s.ticks_injected -= std::min(s.ticks_injected, edges_merged_);

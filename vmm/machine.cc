@@ -607,7 +607,8 @@ RunReport Machine::collect_report() const {
                           {"ticks_owed", p.ticks_owed}, {"reprogrammings", p.reprogrammings},
                           {"period_clamps", p.period_clamps}, {"timer_arms", p.timer_arms},
                           {"train_starts", p.train_starts}, {"bad_accesses", p.bad_accesses},
-                          {"ticks_merged", p.ticks_merged}, {"ack_audits", p.ack_audits},
+                          {"ticks_merged", p.ticks_merged}, {"ticks_injected_by_pit", p.ticks_injected_by_pit},
+                          {"ack_audits", p.ack_audits},
                           {"acks_abandoned", p.acks_abandoned}};
       if (pit_train_) {
         const auto t = pit_train_->stats();

@@ -70,6 +70,10 @@ class I8254PitRig final : public Rig {
                "PIT ticks_coalesced %llu, IRQ0 rejected %llu",
                static_cast<unsigned long long>(s.ticks_coalesced),
                static_cast<unsigned long long>(irq0_.rejected()));
+    FUZZ_CHECK(s.ticks_injected_by_pit == s.ticks_injected,
+               "no pulse train, yet the PIT sent %llu of %llu ticks",
+               static_cast<unsigned long long>(s.ticks_injected_by_pit),
+               static_cast<unsigned long long>(s.ticks_injected));
     if (policy_ == devices::LostTickPolicy::kDiscard) {
       FUZZ_CHECK(s.ticks_owed == 0 && irq0_.accepted() + irq0_.rejected() == 0,
                  "kDiscard owes %llu ticks / used pulse_checked",

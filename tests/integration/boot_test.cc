@@ -88,10 +88,19 @@ TEST_P(BootTest, GuestTicksAtRequestedRateAndExitsThroughDebugExit) {
       const auto& vt = s["vcpu_timers"];
       EXPECT_GE(vt["timer_signals_taken"].get<std::uint64_t>(), injected);
       EXPECT_EQ(vt["false_wakeups"].get<std::uint64_t>(), 0u);
-      // The periodic fast path: a handful of arms (more when a late pass leaves the grid for a
-      // one-shot and rejoins it, as under ASan at 1000 Hz), never one per tick.
-      EXPECT_LE(vt["alarm_arms"].get<std::uint64_t>(), injected / 10)
-          << "periodic fast path is off";
+      // The periodic fast path: a handful of arms, never one per tick. Each catch-up leaves the
+      // grid for a one-shot and rejoins it, two arms: a pass pushed out to min_delta (clamped),
+      // and an owed tick's retry (a late or merged tick, a retry that found IRQ0 busy). This
+      // host runs its vCPU thread a whole period late up to ~10% of ticks at 1000 Hz, even
+      // alone (250 arms seen), so the bound counts those episodes instead of a flat tenth.
+      const auto& pit = s["devices"]["pit"];
+      const auto arms = vt["alarm_arms"].get<std::uint64_t>();
+      const auto catch_ups = vt["clamped_deadlines"].get<std::uint64_t>() +
+                             pit["ticks_late"].get<std::uint64_t>() +
+                             pit["ticks_coalesced"].get<std::uint64_t>() +
+                             pit["ticks_merged"].get<std::uint64_t>();
+      EXPECT_LE(arms, 2 * catch_ups + 10) << "periodic fast path is off: " << vt.dump();
+      EXPECT_LT(arms, injected / 2) << "periodic fast path is off: " << vt.dump();
       EXPECT_LT(s["loop"]["timers_run"].get<std::uint64_t>(), injected / 10);
       EXPECT_GE(s["vcpu_syscalls"]["rt_sigtimedwait"].get<std::uint64_t>(), injected);
     } else if (s["pit_tick"] == "kernel") {
@@ -100,7 +109,12 @@ TEST_P(BootTest, GuestTicksAtRequestedRateAndExitsThroughDebugExit) {
       // and the train counted what it signalled.
       const auto& pit = s["devices"]["pit"];
       const auto& kt = pit["kernel_train"];
-      EXPECT_GE(kt["delivered"].get<std::uint64_t>(), static_cast<std::uint64_t>(c.ticks));
+      // The guest's ticks came from the train, less the edges that merged, plus the merged
+      // ones the PIT owed and sent itself (CI once saw 999 train edges).
+      EXPECT_GE(kt["delivered"].get<std::uint64_t>() +
+                    pit["ticks_injected_by_pit"].get<std::uint64_t>(),
+                static_cast<std::uint64_t>(c.ticks))
+          << pit.dump();
       EXPECT_EQ(kt["failures"].get<std::uint64_t>(), 0u);
       EXPECT_EQ(pit["train_starts"].get<std::uint64_t>(), 1u);
       // Besides the refills, one retry per tick the audit found merged (a vCPU the host ran

@@ -652,6 +652,7 @@ TEST(I8254PitTest, CoalescedLateTickIsRetriedNotLost) {
   const auto stats = rig.pit.stats();
   EXPECT_EQ(stats.ticks_coalesced, 1u);
   EXPECT_EQ(stats.ticks_injected, 10u);
+  EXPECT_EQ(stats.ticks_injected_by_pit, 10u);  // no train: all of them
   EXPECT_EQ(stats.ticks_lost, 0u);
   EXPECT_EQ(stats.ticks_owed, 0u);
 }
@@ -818,6 +819,7 @@ TEST(I8254PitTest, LeavingPeriodicModeStopsTheTrainAndOneShotUsesTheTimer) {
   t.rig.advance(1ms);
   EXPECT_EQ(t.rig.irq0.pulses(), 1);
   EXPECT_EQ(t.rig.pit.stats().ticks_injected, 6u);  // five from the train, one from the timer
+  EXPECT_EQ(t.rig.pit.stats().ticks_injected_by_pit, 1u);
 }
 
 TEST(I8254PitTest, CountRewriteRestartsTheTrainAtTheReloadEdge) {
