@@ -84,10 +84,9 @@ TEST_P(BootTest, GuestTicksAtRequestedRateAndExitsThroughDebugExit) {
     EXPECT_EQ(s["guest"]["ticks_lost"].get<std::uint64_t>(), 0u);
     if (s["pit_tick"] == "vcpu") {
       // The vCPU thread took every expiry itself: one KVM_RUN interruption and one timer signal
-      // per tick, no wakeup with nothing due, and the loop thread ran none of the PIT's timers.
+      // per tick, and the loop thread ran none of the PIT's timers.
       const auto& vt = s["vcpu_timers"];
       EXPECT_GE(vt["timer_signals_taken"].get<std::uint64_t>(), injected);
-      EXPECT_EQ(vt["false_wakeups"].get<std::uint64_t>(), 0u);
       // The periodic fast path: a handful of arms, never one per tick. Each catch-up leaves the
       // grid for a one-shot and rejoins it, two arms: a pass pushed out to min_delta (clamped),
       // and an owed tick's retry (a late or merged tick, a retry that found IRQ0 busy). This
@@ -100,6 +99,9 @@ TEST_P(BootTest, GuestTicksAtRequestedRateAndExitsThroughDebugExit) {
                              pit["ticks_coalesced"].get<std::uint64_t>() +
                              pit["ticks_merged"].get<std::uint64_t>();
       EXPECT_LE(arms, 2 * catch_ups + 10) << "periodic fast path is off: " << vt.dump();
+      // No wakeup with nothing due, but for a signal a catch-up's one-shot queued before the
+      // grid was rejoined (timer_settime leaves it queued): at most one per catch-up.
+      EXPECT_LE(vt["false_wakeups"].get<std::uint64_t>(), catch_ups) << vt.dump();
       EXPECT_LT(arms, injected / 2) << "periodic fast path is off: " << vt.dump();
       EXPECT_LT(s["loop"]["timers_run"].get<std::uint64_t>(), injected / 10);
       EXPECT_GE(s["vcpu_syscalls"]["rt_sigtimedwait"].get<std::uint64_t>(), injected);

@@ -111,7 +111,9 @@ TEST_P(BootPauseTest, PausedGuestGetsNoTicksAndNoBurstOnResume) {
   EXPECT_EQ(access(sock.c_str(), F_OK), -1) << "socket file left behind";
   if (GetParam() == "vcpu") {
     const auto& vt = (*res.stats)["vcpu_timers"];
-    EXPECT_EQ(vt["false_wakeups"].get<std::uint64_t>(), 0u);
+    // None but the stale signal a late pass's one-shot can leave queued (one per clamp).
+    EXPECT_LE(vt["false_wakeups"].get<std::uint64_t>(),
+              vt["clamped_deadlines"].get<std::uint64_t>());
     EXPECT_GE(vt["alarm_disarms"].get<std::uint64_t>(), 1u) << "the parked vCPU kept its timer";
   }
   if (GetParam() == "kernel") {

@@ -195,7 +195,10 @@ TEST(ThreadTimersTest, PeriodicTimerArmsTheHostTimerOnce) {
   // the fast path off would be one per tick.
   EXPECT_LE(s.passes.arms, s.passes.timers_run / 2) << "a rearm per tick: the fast path is off";
   EXPECT_GE(s.passes.arms_skipped, s.passes.timers_run / 2);
-  EXPECT_EQ(s.passes.false_wakeups, 0u);
+  // None on a quiet host. A pass so late that it leaves the grid arms a one-shot; when the grid
+  // is rejoined, a signal that one-shot already queued stays queued (timer_settime does not
+  // withdraw it) and wakes the thread early: at most one per clamp (CI under TSan saw one).
+  EXPECT_LE(s.passes.false_wakeups, s.passes.clamped);
   EXPECT_GE(s.signals_taken, s.passes.timers_run / 2);
 }
 
