@@ -54,10 +54,6 @@ kvm_segment to_kvm(const SegmentState& s) {
   return k;
 }
 
-[[noreturn]] void fail(const char* what) {
-  throw VmmError(ExitCode::kKvmUnavailable, std::string(what) + ": " + std::strerror(errno));
-}
-
 }  // namespace
 
 std::string_view vcpu_exit_name(VcpuExit e) noexcept {
@@ -79,10 +75,10 @@ std::string_view vcpu_exit_name(VcpuExit e) noexcept {
 Vcpu::Vcpu(const Vm& vm, int index, devices::IoBus& io, StopCallback on_stop)
     : vm_(vm), index_(index), io_(io), on_stop_(std::move(on_stop)) {
   fd_.reset(::ioctl(vm.fd(), KVM_CREATE_VCPU, index));
-  if (!fd_.valid()) fail("KVM_CREATE_VCPU");
+  if (!fd_.valid()) throw_kvm_error("KVM_CREATE_VCPU");
   run_size_ = static_cast<std::size_t>(vm.kvm().vcpu_mmap_size());
   void* p = ::mmap(nullptr, run_size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_.get(), 0);
-  if (p == MAP_FAILED) fail("mmap(kvm_run)");
+  if (p == MAP_FAILED) throw_kvm_error("mmap(kvm_run)");
   run_ = static_cast<kvm_run*>(p);
 }
 
@@ -108,14 +104,14 @@ void Vcpu::set_cpuid(const std::vector<kvm_cpuid_entry2>& cpuid) {
       if (e.function == 1) e.ebx = (e.ebx & 0x00ffffffu) | (static_cast<__u32>(index_) << 24);
       if (e.function == 0xb || e.function == 0x1f) e.edx = static_cast<__u32>(index_);
     }
-    if (::ioctl(fd_.get(), kKvmSetCpuid2, c) < 0) fail("KVM_SET_CPUID2");
+    if (::ioctl(fd_.get(), kKvmSetCpuid2, c) < 0) throw_kvm_error("KVM_SET_CPUID2");
   }
 }
 
 void Vcpu::configure(const X86BootState& st, const std::vector<kvm_cpuid_entry2>& cpuid) {
   set_cpuid(cpuid);
   kvm_sregs sregs{};
-  if (::ioctl(fd_.get(), KVM_GET_SREGS, &sregs) < 0) fail("KVM_GET_SREGS");
+  if (::ioctl(fd_.get(), KVM_GET_SREGS, &sregs) < 0) throw_kvm_error("KVM_GET_SREGS");
   sregs.cs = to_kvm(st.cs);
   sregs.ds = to_kvm(st.ds);
   sregs.es = to_kvm(st.es);
@@ -132,7 +128,7 @@ void Vcpu::configure(const X86BootState& st, const std::vector<kvm_cpuid_entry2>
   sregs.cr3 = st.cr3;
   sregs.cr4 = st.cr4;
   sregs.efer = st.efer;
-  if (::ioctl(fd_.get(), KVM_SET_SREGS, &sregs) < 0) fail("KVM_SET_SREGS");
+  if (::ioctl(fd_.get(), KVM_SET_SREGS, &sregs) < 0) throw_kvm_error("KVM_SET_SREGS");
 
   kvm_regs regs{};
   regs.rip = st.rip;
@@ -141,7 +137,7 @@ void Vcpu::configure(const X86BootState& st, const std::vector<kvm_cpuid_entry2>
   regs.rax = st.rax;
   regs.rbx = st.rbx;
   regs.rflags = st.rflags;
-  if (::ioctl(fd_.get(), KVM_SET_REGS, &regs) < 0) fail("KVM_SET_REGS");
+  if (::ioctl(fd_.get(), KVM_SET_REGS, &regs) < 0) throw_kvm_error("KVM_SET_REGS");
   set_msrs_and_fpu();
   set_lint(true);
 }
@@ -154,7 +150,7 @@ void Vcpu::configure_ap(const std::vector<kvm_cpuid_entry2>& cpuid) {
   // the kernel; say so explicitly, so that the AP's start never depends on that default.
   kvm_mp_state mp{};
   mp.mp_state = KVM_MP_STATE_UNINITIALIZED;
-  if (::ioctl(fd_.get(), KVM_SET_MP_STATE, &mp) < 0) fail("KVM_SET_MP_STATE");
+  if (::ioctl(fd_.get(), KVM_SET_MP_STATE, &mp) < 0) throw_kvm_error("KVM_SET_MP_STATE");
 }
 
 void Vcpu::set_msrs_and_fpu() {
@@ -175,20 +171,20 @@ void Vcpu::set_msrs_and_fpu() {
     msrs.entries[0].data = 1;  // fast-string enable
     msrs.entries[1].index = kMsrMtrrDefType;
     msrs.entries[1].data = (1u << 11) | 6;  // MTRRs enabled, default type WB
-    if (::ioctl(fd_.get(), kKvmSetMsrs, &msrs) != 2) fail("KVM_SET_MSRS");
+    if (::ioctl(fd_.get(), kKvmSetMsrs, &msrs) != 2) throw_kvm_error("KVM_SET_MSRS");
   }
 
   kvm_fpu fpu{};
   fpu.fcw = 0x37f;     // x87 default control word after FNINIT
   fpu.mxcsr = 0x1f80;  // all SSE exceptions masked, as after reset
-  if (::ioctl(fd_.get(), KVM_SET_FPU, &fpu) < 0) fail("KVM_SET_FPU");
+  if (::ioctl(fd_.get(), KVM_SET_FPU, &fpu) < 0) throw_kvm_error("KVM_SET_FPU");
 }
 
 void Vcpu::set_lint(bool extint_on_lint0) {
   // LINT0 = ExtINT and LINT1 = NMI, as a PC BIOS programs them: without it KVM's local APIC
   // keeps LINT0 masked and no 8259 interrupt ever reaches the CPU.
   kvm_lapic_state lapic{};
-  if (::ioctl(fd_.get(), KVM_GET_LAPIC, &lapic) < 0) fail("KVM_GET_LAPIC");
+  if (::ioctl(fd_.get(), KVM_GET_LAPIC, &lapic) < 0) throw_kvm_error("KVM_GET_LAPIC");
   auto set_lvt = [&](std::size_t reg, std::uint32_t delivery_mode) {
     std::uint32_t v;
     std::memcpy(&v, &lapic.regs[reg], sizeof v);
@@ -198,7 +194,7 @@ void Vcpu::set_lint(bool extint_on_lint0) {
   };
   if (extint_on_lint0) set_lvt(0x350, 0x7);  // LVT LINT0: ExtINT
   set_lvt(0x360, 0x4);  // LVT LINT1: NMI
-  if (::ioctl(fd_.get(), KVM_SET_LAPIC, &lapic) < 0) fail("KVM_SET_LAPIC");
+  if (::ioctl(fd_.get(), KVM_SET_LAPIC, &lapic) < 0) throw_kvm_error("KVM_SET_LAPIC");
 }
 
 void Vcpu::start() {

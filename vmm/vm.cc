@@ -18,10 +18,6 @@ namespace {
 constexpr std::uint64_t kTssAddress = 0xfffbd000;
 constexpr std::uint64_t kIdentityMapAddress = 0xfffbc000;
 
-[[noreturn]] void fail(const char* what) {
-  throw VmmError(ExitCode::kKvmUnavailable, std::string(what) + ": " + std::strerror(errno));
-}
-
 }  // namespace
 
 Vm::Vm(const Kvm& kvm, GuestMemory ram) : kvm_(kvm), memory_(ram) {
@@ -34,12 +30,12 @@ Vm::Vm(const Kvm& kvm, GuestMemory ram) : kvm_(kvm), memory_(ram) {
   kvm.require(KVM_CAP_IMMEDIATE_EXIT, "KVM_CAP_IMMEDIATE_EXIT");
 
   fd_.reset(::ioctl(kvm.fd(), KVM_CREATE_VM, 0));
-  if (!fd_.valid()) fail("KVM_CREATE_VM");
+  if (!fd_.valid()) throw_kvm_error("KVM_CREATE_VM");
 
-  if (::ioctl(fd_.get(), KVM_SET_TSS_ADDR, kTssAddress) < 0) fail("KVM_SET_TSS_ADDR");
+  if (::ioctl(fd_.get(), KVM_SET_TSS_ADDR, kTssAddress) < 0) throw_kvm_error("KVM_SET_TSS_ADDR");
   std::uint64_t identity = kIdentityMapAddress;
   if (::ioctl(fd_.get(), KVM_SET_IDENTITY_MAP_ADDR, &identity) < 0) {
-    fail("KVM_SET_IDENTITY_MAP_ADDR");
+    throw_kvm_error("KVM_SET_IDENTITY_MAP_ADDR");
   }
 
   kvm_userspace_memory_region region{};
@@ -48,10 +44,10 @@ Vm::Vm(const Kvm& kvm, GuestMemory ram) : kvm_(kvm), memory_(ram) {
   region.memory_size = ram.size();
   region.userspace_addr = reinterpret_cast<std::uint64_t>(ram.bytes().data());
   if (::ioctl(fd_.get(), KVM_SET_USER_MEMORY_REGION, &region) < 0) {
-    fail("KVM_SET_USER_MEMORY_REGION");
+    throw_kvm_error("KVM_SET_USER_MEMORY_REGION");
   }
 
-  if (::ioctl(fd_.get(), KVM_CREATE_IRQCHIP, 0) < 0) fail("KVM_CREATE_IRQCHIP");
+  if (::ioctl(fd_.get(), KVM_CREATE_IRQCHIP, 0) < 0) throw_kvm_error("KVM_CREATE_IRQCHIP");
 }
 
 Vm::~Vm() = default;
@@ -68,14 +64,14 @@ void Vm::set_pics_as_bios_leaves_them(bool timer_unmasked) {
   for (const auto& p : pics) {
     kvm_irqchip chip{};
     chip.chip_id = p.chip;
-    if (::ioctl(fd_.get(), KVM_GET_IRQCHIP, &chip) < 0) fail("KVM_GET_IRQCHIP");
+    if (::ioctl(fd_.get(), KVM_GET_IRQCHIP, &chip) < 0) throw_kvm_error("KVM_GET_IRQCHIP");
     chip.chip.pic.irq_base = p.base;
     chip.chip.pic.imr = p.mask;
     chip.chip.pic.init_state = 0;  // initialisation sequence complete
     chip.chip.pic.init4 = 1;       // ICW4 was given: 8086 mode
     chip.chip.pic.auto_eoi = 0;
     chip.chip.pic.read_reg_select = 0;  // OCW3 reads IRR
-    if (::ioctl(fd_.get(), KVM_SET_IRQCHIP, &chip) < 0) fail("KVM_SET_IRQCHIP");
+    if (::ioctl(fd_.get(), KVM_SET_IRQCHIP, &chip) < 0) throw_kvm_error("KVM_SET_IRQCHIP");
   }
 }
 
@@ -84,7 +80,7 @@ void Vm::create_kernel_pit() {
   kvm_pit_config config{};
   // Port 0x61 is then KVM's too (speaker dummy), as Firecracker configures it.
   config.flags = KVM_PIT_SPEAKER_DUMMY;
-  if (::ioctl(fd_.get(), KVM_CREATE_PIT2, &config) < 0) fail("KVM_CREATE_PIT2");
+  if (::ioctl(fd_.get(), KVM_CREATE_PIT2, &config) < 0) throw_kvm_error("KVM_CREATE_PIT2");
 }
 
 int Vm::irq_line(std::uint32_t gsi, bool level) const noexcept {
@@ -104,7 +100,7 @@ void Vm::add_irqfd(int eventfd, std::uint32_t gsi, int resamplefd) const {
     req.flags = KVM_IRQFD_FLAG_RESAMPLE;
     req.resamplefd = static_cast<__u32>(resamplefd);
   }
-  if (::ioctl(fd_.get(), KVM_IRQFD, &req) < 0) fail("KVM_IRQFD");
+  if (::ioctl(fd_.get(), KVM_IRQFD, &req) < 0) throw_kvm_error("KVM_IRQFD");
 }
 
 namespace {
@@ -123,7 +119,7 @@ kvm_ioeventfd ioeventfd_request(int eventfd, std::uint64_t gpa, std::uint32_t da
 
 void Vm::add_ioeventfd(int eventfd, std::uint64_t gpa, std::uint32_t datamatch) const {
   kvm_ioeventfd req = ioeventfd_request(eventfd, gpa, datamatch);
-  if (::ioctl(fd_.get(), KVM_IOEVENTFD, &req) < 0) fail("KVM_IOEVENTFD");
+  if (::ioctl(fd_.get(), KVM_IOEVENTFD, &req) < 0) throw_kvm_error("KVM_IOEVENTFD");
 }
 
 void Vm::remove_ioeventfd(int eventfd, std::uint64_t gpa, std::uint32_t datamatch) const noexcept {

@@ -2,6 +2,8 @@
 // FcExitCode). Thrown during setup only; caught once in main().
 #pragma once
 
+#include <cerrno>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -17,5 +19,10 @@ class VmmError : public std::runtime_error {
  private:
   ExitCode code_;
 };
+
+// A KVM ioctl the setup needs was refused: `what` names it, errno says why.
+[[noreturn]] inline void throw_kvm_error(const char* what) {
+  throw VmmError(ExitCode::kKvmUnavailable, std::string(what) + ": " + std::strerror(errno));
+}
 
 }  // namespace minivmm::vmm

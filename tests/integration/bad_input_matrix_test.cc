@@ -36,6 +36,8 @@
 #include "vmm/kernel_loader.h"
 #include "vmm/vmm_error.h"
 
+#include "run_minivmm.h"  // kUsage, kBadKernel
+
 namespace minivmm::testing {
 namespace {
 
@@ -48,8 +50,6 @@ using vmm::testing::make_note;
 using vmm::testing::pattern_bytes;
 using vmm::testing::put;
 
-constexpr int kUsage = 2;
-constexpr int kBadKernel = 4;
 // A hang is what this catches; the figure only has to outlast a slow run (a ThreadSanitizer
 // build on a busy 2-core host reading an 80 MiB image).
 constexpr int kDeadlineMs = 20000;

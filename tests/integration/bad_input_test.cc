@@ -12,15 +12,6 @@
 namespace minivmm::testing {
 namespace {
 
-constexpr int kUsage = 2;
-constexpr int kBadKernel = 4;
-
-int line_count(const std::string& s) {
-  int n = 0;
-  for (char c : s) n += c == '\n';
-  return n;
-}
-
 std::string write_temp(const std::string& contents) {
   char path[] = "/tmp/minivmm-badimage-XXXXXX";
   const int fd = mkstemp(path);

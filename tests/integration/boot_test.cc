@@ -17,9 +17,6 @@
 namespace minivmm::testing {
 namespace {
 
-// Success through isa-debug-exit: the guest writes 0, QEMU's convention makes that status 1.
-constexpr int kGuestSuccess = 1;
-
 struct BootCase {
   std::string timer;  // guest timer=...
   std::string pit;    // --pit

@@ -51,4 +51,17 @@ std::optional<std::string> kvm_unavailable_reason();
 
 const char* guest_image();
 
+// The exit statuses the tests expect, written out as the contract they are (vmm/exit_code.h
+// documents them): a bad command line, a bad kernel image, and the guest's success through
+// debug-exit (it writes 0; QEMU's convention makes the status (0 << 1) | 1).
+inline constexpr int kUsage = 2;
+inline constexpr int kBadKernel = 4;
+inline constexpr int kGuestSuccess = 1;
+
+inline int line_count(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
 }  // namespace minivmm::testing

@@ -18,9 +18,9 @@
 namespace minivmm::testing {
 namespace {
 
-constexpr int kGuestSuccess = 1;        // debug-exit 0, QEMU's (v << 1) | 1
-constexpr int kSeccompViolation = 14;   // vmm/exit_code.h
-constexpr std::uint64_t kDiskBytes = 128 << 10;  // > the guest's 64 scratch sectors, quick to sum
+constexpr int kSeccompViolation = 14;  // vmm/exit_code.h
+// More than the guest's 64 scratch sectors, quick to sum.
+constexpr std::uint64_t kSeccompDiskBytes = 128 << 10;
 
 std::string test_guest(const std::string& name) {
   return std::string(MINIVMM_TEST_GUEST_DIR) + "/minivmm-test-" + name + ".elf";
@@ -31,7 +31,7 @@ std::string make_disk() {
   char path[] = "/tmp/minivmm-seccomp-disk-XXXXXX";
   const int fd = ::mkstemp(path);
   EXPECT_GE(fd, 0);
-  EXPECT_EQ(::ftruncate(fd, static_cast<off_t>(kDiskBytes)), 0);
+  EXPECT_EQ(::ftruncate(fd, static_cast<off_t>(kSeccompDiskBytes)), 0);
   ::close(fd);
   return path;
 }

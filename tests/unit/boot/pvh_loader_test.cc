@@ -21,15 +21,15 @@ using testing::pattern_bytes;
 using testing::TestRam;
 using testing::throws_boot_error;
 
-constexpr std::uint64_t kText = 0x1000000;
+constexpr std::uint64_t kPvhText = 0x1000000;
 constexpr std::uint64_t kData = 0x1200000;
-constexpr std::uint64_t kEntry = kText + 0x40;
+constexpr std::uint64_t kEntry = kPvhText + 0x40;
 
 ElfSpec vmlinux_spec() {
   ElfSpec spec;
   spec.entry = 0xffffffff81000000;  // the virtual entry a real vmlinux carries; PVH ignores it
   spec.segments = {
-      {1, kText, pattern_bytes(0x2000, 3), 0, 0x200000},
+      {1, kPvhText, pattern_bytes(0x2000, 3), 0, 0x200000},
       {1, kData, pattern_bytes(0x800, 5), 0x3000, 0x200000},  // 0x2800 bytes of bss
       {4, 0, make_note("Xen", 18, le_bytes<std::uint32_t>(kEntry)), 0, 4},
   };
@@ -47,10 +47,10 @@ class PvhLoaderTest : public ::testing::Test {
 TEST_F(PvhLoaderTest, LoadsSegmentsAndZeroesBss) {
   ram_.mem().fill(kData, 0x3000, std::byte{0xcc});  // stale bytes where the bss goes
   const LoadedKernel k = load(make_elf(vmlinux_spec()));
-  EXPECT_EQ(ram_.bytes(kText, 0x2000), pattern_bytes(0x2000, 3));
+  EXPECT_EQ(ram_.bytes(kPvhText, 0x2000), pattern_bytes(0x2000, 3));
   EXPECT_EQ(ram_.bytes(kData, 0x800), pattern_bytes(0x800, 5));
   EXPECT_EQ(ram_.bytes(kData + 0x800, 0x2800), std::vector<std::byte>(0x2800));
-  EXPECT_EQ(k.load_addr, kText);
+  EXPECT_EQ(k.load_addr, kPvhText);
   EXPECT_EQ(k.load_end, kData + 0x3000);
   EXPECT_EQ(k.entry_addr, kEntry);
 }
@@ -194,7 +194,7 @@ TEST_F(PvhLoaderTest, RejectedImageLeavesRamUntouched) {
   ElfSpec spec = vmlinux_spec();
   spec.segments[1].paddr = 64 * kMiB - 0x1000;
   EXPECT_ANY_THROW(load(make_elf(spec)));
-  EXPECT_EQ(ram_.read<std::uint64_t>(kText), 0u);
+  EXPECT_EQ(ram_.read<std::uint64_t>(kPvhText), 0u);
 }
 
 }  // namespace

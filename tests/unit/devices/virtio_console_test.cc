@@ -34,9 +34,9 @@ using minivmm::testing::VectorSink;
 
 constexpr std::uint64_t kTxBuf = 0x8000, kRxBuf = 0x9000;
 
-struct Rig {
+struct ConsoleRig {
   // `started`: the driver has brought the device up (DRIVER_OK); false leaves that to the test.
-  explicit Rig(bool started = true) {
+  explicit ConsoleRig(bool started = true) {
     if (started) drv.bring_up(kVirtioFVersion1, {&rxq, &txq});
   }
   std::span<const std::uint8_t> bytes(const std::string& s) {
@@ -52,7 +52,7 @@ struct Rig {
 };
 
 TEST(VirtioConsoleTest, GuestOutputReachesTheSink) {
-  Rig r;
+  ConsoleRig r;
   const std::string banner = "hello from virtio\n";
   std::memcpy(r.mem.at(kTxBuf), banner.data(), banner.size());
   r.txq.add_chain(0, {{kTxBuf, 6, false}, {kTxBuf + 6, static_cast<std::uint32_t>(banner.size() - 6), false}});
@@ -76,8 +76,8 @@ std::string pattern(std::size_t n, int seed) {
   return s;
 }
 
-struct CapRig : Rig {
-  CapRig() : Rig(false) {
+struct CapRig : ConsoleRig {
+  CapRig() : ConsoleRig(false) {
     console.set_on_tx_pending([this] { ++hooks; });
     drv.bring_up(kVirtioFVersion1 | minivmm::devices::kVirtioFIndirectDesc, {&rxq, &txq});
   }
@@ -197,7 +197,7 @@ TEST(VirtioConsoleTest, ResetDropsTheHeldBufferAndAPendingResumeDoesNothing) {
 }
 
 TEST(VirtioConsoleTest, WithoutAHookTheRestWaitsForTheNextNotify) {
-  Rig r;
+  ConsoleRig r;
   const std::string text = pattern(kTurn + 10, 5);
   std::memcpy(r.mem.at(kBig), text.data(), text.size());
   r.txq.add_chain(0, {{kBig, static_cast<std::uint32_t>(text.size()), false}});
@@ -240,7 +240,7 @@ TEST(VirtioConsoleTest, FlushTransmitIsBounded) {
 }
 
 TEST(VirtioConsoleTest, InputFillsPostedReceiveBuffers) {
-  Rig r;
+  ConsoleRig r;
   r.rxq.add_chain(0, {{kRxBuf, 4, true}});
   r.drv.notify(0);
   EXPECT_EQ(r.console.receive(r.bytes("abcdef")), 6u);
@@ -257,7 +257,7 @@ TEST(VirtioConsoleTest, InputFillsPostedReceiveBuffers) {
 }
 
 TEST(VirtioConsoleTest, FullBufferRefusesInputAndTheHookFiresWhenTheGuestTakesSome) {
-  Rig r;
+  ConsoleRig r;
   int hooks = 0;
   r.console.set_on_rx_space([&] { ++hooks; });
   const std::string big(VirtioConsole::kRxBuffer + 10, 'x');
@@ -272,7 +272,7 @@ TEST(VirtioConsoleTest, FullBufferRefusesInputAndTheHookFiresWhenTheGuestTakesSo
 }
 
 TEST(VirtioConsoleTest, InputBeforeTheDriverIsBufferedNotLost) {
-  Rig r(false);
+  ConsoleRig r(false);
   EXPECT_EQ(r.console.receive(r.bytes("early")), 5u);
   r.rxq.add_chain(0, {{kRxBuf, 16, true}});  // posted before DRIVER_OK, as Linux does
   r.drv.bring_up(kVirtioFVersion1, {&r.rxq, &r.txq});
@@ -281,7 +281,7 @@ TEST(VirtioConsoleTest, InputBeforeTheDriverIsBufferedNotLost) {
 }
 
 TEST(VirtioConsoleTest, WritableBuffersOnTheTransmitQueueAreSkipped) {
-  Rig r;
+  ConsoleRig r;
   r.txq.add_chain(0, {{kTxBuf, 16, true}});
   r.drv.notify(1);
   EXPECT_EQ(r.out.str(), "");
@@ -301,7 +301,7 @@ TEST(VirtioConsoleTest, ConsoleInputPausesOnAFullBufferAndResumesWhenTheGuestPos
   };
   int fds[2];
   ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
-  Rig r;
+  ConsoleRig r;
   devices::ConsoleInputOptions options;
   options.fd = fds[0];
   auto input = std::make_unique<devices::ConsoleInput>(

@@ -24,8 +24,8 @@ constexpr std::uint64_t kRing = 0x1000;
 constexpr std::uint64_t kBuf = 0x4000;
 constexpr std::uint16_t kSize = 8;
 
-struct Rig {
-  explicit Rig(bool indirect = false, bool event_idx = false) {
+struct QueueRig {
+  explicit QueueRig(bool indirect = false, bool event_idx = false) {
     q.set_size(kSize);
     q.set_desc_addr(fq.desc_addr());
     q.set_avail_addr(fq.avail_addr());
@@ -43,13 +43,13 @@ struct Rig {
 };
 
 TEST(VirtqueueTest, EmptyRingPopsNothing) {
-  Rig r;
+  QueueRig r;
   ASSERT_TRUE(r.activated);
   EXPECT_EQ(r.q.pop(r.chain), Virtqueue::Pop::kEmpty);
 }
 
 TEST(VirtqueueTest, ChainIsWalkedInOrderWithDirections) {
-  Rig r;
+  QueueRig r;
   r.fq.add_chain(2, {{kBuf, 16, false}, {kBuf + 0x100, 512, true}, {kBuf + 0x400, 1, true}});
   ASSERT_EQ(r.q.pop(r.chain), Virtqueue::Pop::kChain);
   EXPECT_EQ(r.chain.head, 2);
@@ -63,7 +63,7 @@ TEST(VirtqueueTest, ChainIsWalkedInOrderWithDirections) {
 }
 
 TEST(VirtqueueTest, UsedRingGetsHeadAndLengthAndIndexMoves) {
-  Rig r;
+  QueueRig r;
   r.fq.add_chain(5, {{kBuf, 16, true}});
   ASSERT_EQ(r.q.pop(r.chain), Virtqueue::Pop::kChain);
   EXPECT_TRUE(r.q.push_used(r.chain.head, 9));
@@ -73,7 +73,7 @@ TEST(VirtqueueTest, UsedRingGetsHeadAndLengthAndIndexMoves) {
 }
 
 TEST(VirtqueueTest, IndexesWrapAroundTheRing) {
-  Rig r;
+  QueueRig r;
   for (int i = 0; i < 3 * kSize; ++i) {
     r.fq.add_chain(0, {{kBuf, 8, true}});
     ASSERT_EQ(r.q.pop(r.chain), Virtqueue::Pop::kChain) << i;
@@ -84,7 +84,7 @@ TEST(VirtqueueTest, IndexesWrapAroundTheRing) {
 }
 
 TEST(VirtqueueTest, NoInterruptFlagSuppressesAndIsCounted) {
-  Rig r;
+  QueueRig r;
   r.fq.set_avail_flags(1);
   r.fq.add_chain(0, {{kBuf, 8, true}});
   ASSERT_EQ(r.q.pop(r.chain), Virtqueue::Pop::kChain);
@@ -93,7 +93,7 @@ TEST(VirtqueueTest, NoInterruptFlagSuppressesAndIsCounted) {
 }
 
 TEST(VirtqueueTest, EventIdxInterruptsOnlyWhenUsedEventIsCrossed) {
-  Rig r(false, true);
+  QueueRig r(false, true);
   r.fq.set_used_event(1);  // "interrupt me when entry 1 is used", i.e. the second one
   r.fq.add_chain(0, {{kBuf, 8, true}});
   r.fq.add_chain(1, {{kBuf, 8, true}});
@@ -105,7 +105,7 @@ TEST(VirtqueueTest, EventIdxInterruptsOnlyWhenUsedEventIsCrossed) {
 }
 
 TEST(VirtqueueTest, AvailIndexMovingMoreThanTheSizeBreaksTheQueue) {
-  Rig r;
+  QueueRig r;
   r.fq.set_avail_idx(kSize + 1);
   EXPECT_EQ(r.q.pop(r.chain), Virtqueue::Pop::kBroken);
   EXPECT_EQ(r.error(QueueError::kAvailIndexJump), 1u);
@@ -115,7 +115,7 @@ TEST(VirtqueueTest, AvailIndexMovingMoreThanTheSizeBreaksTheQueue) {
 // The reviewer's probe: republishing a head that is still in flight popped 800 chains from an
 // 8-entry queue with nothing answered, each one work the device queued.
 TEST(VirtqueueTest, MoreUnansweredChainsThanTheQueueHoldsBreaksTheQueue) {
-  Rig r;
+  QueueRig r;
   for (int i = 0; i < kSize; ++i) {
     r.fq.add_chain(0, {{kBuf, 8, true}});
     ASSERT_EQ(r.q.pop(r.chain), Virtqueue::Pop::kChain) << i;
@@ -126,7 +126,7 @@ TEST(VirtqueueTest, MoreUnansweredChainsThanTheQueueHoldsBreaksTheQueue) {
 }
 
 TEST(VirtqueueTest, AnsweringMakesRoomForMoreChains) {
-  Rig r;
+  QueueRig r;
   for (int i = 0; i < 4 * kSize; ++i) {
     r.fq.add_chain(0, {{kBuf, 8, true}});
     ASSERT_EQ(r.q.pop(r.chain), Virtqueue::Pop::kChain) << i;
@@ -136,14 +136,14 @@ TEST(VirtqueueTest, AnsweringMakesRoomForMoreChains) {
 }
 
 TEST(VirtqueueTest, HeadOutOfRangeBreaksTheQueue) {
-  Rig r;
+  QueueRig r;
   r.fq.publish(kSize);
   EXPECT_EQ(r.q.pop(r.chain), Virtqueue::Pop::kBroken);
   EXPECT_EQ(r.error(QueueError::kHeadOutOfRange), 1u);
 }
 
 TEST(VirtqueueTest, NextOutOfRangeBreaksTheQueue) {
-  Rig r;
+  QueueRig r;
   r.fq.set_desc(0, kBuf, 8, kDescNext, 200);
   r.fq.publish(0);
   EXPECT_EQ(r.q.pop(r.chain), Virtqueue::Pop::kBroken);
@@ -151,7 +151,7 @@ TEST(VirtqueueTest, NextOutOfRangeBreaksTheQueue) {
 }
 
 TEST(VirtqueueTest, LoopInAChainIsDetectedNotFollowedForever) {
-  Rig r;
+  QueueRig r;
   r.fq.set_desc(0, kBuf, 8, kDescNext, 1);
   r.fq.set_desc(1, kBuf, 8, kDescNext, 0);  // 0 -> 1 -> 0 -> ...
   r.fq.publish(0);
@@ -160,7 +160,7 @@ TEST(VirtqueueTest, LoopInAChainIsDetectedNotFollowedForever) {
 }
 
 TEST(VirtqueueTest, SelfLoopIsDetected) {
-  Rig r;
+  QueueRig r;
   r.fq.set_desc(3, kBuf, 8, kDescNext, 3);
   r.fq.publish(3);
   EXPECT_EQ(r.q.pop(r.chain), Virtqueue::Pop::kBroken);
@@ -168,21 +168,21 @@ TEST(VirtqueueTest, SelfLoopIsDetected) {
 }
 
 TEST(VirtqueueTest, BufferPastTheEndOfRamBreaksTheQueue) {
-  Rig r;
+  QueueRig r;
   r.fq.add_chain(0, {{kRamSize - 4, 8, true}});
   EXPECT_EQ(r.q.pop(r.chain), Virtqueue::Pop::kBroken);
   EXPECT_EQ(r.error(QueueError::kBufferOutsideRam), 1u);
 }
 
 TEST(VirtqueueTest, BufferWhoseEndWrapsIsOutsideRam) {
-  Rig r;
+  QueueRig r;
   r.fq.add_chain(0, {{UINT64_MAX - 2, 0x10, true}});
   EXPECT_EQ(r.q.pop(r.chain), Virtqueue::Pop::kBroken);
   EXPECT_EQ(r.error(QueueError::kBufferOutsideRam), 1u);
 }
 
 TEST(VirtqueueTest, ABrokenQueueStaysBrokenUntilReset) {
-  Rig r;
+  QueueRig r;
   r.fq.publish(kSize);
   EXPECT_EQ(r.q.pop(r.chain), Virtqueue::Pop::kBroken);
   r.fq.add_chain(0, {{kBuf, 8, true}});
@@ -195,7 +195,7 @@ TEST(VirtqueueTest, ABrokenQueueStaysBrokenUntilReset) {
 }
 
 TEST(VirtqueueTest, IndirectTableIsFlattenedIntoTheChain) {
-  Rig r(true);
+  QueueRig r(true);
   const std::uint64_t table = 0x3000;
   r.fq.write_desc(table, kBuf, 16, kDescNext, 1);
   r.fq.write_desc(table + 16, kBuf + 0x200, 4096, kDescWrite | kDescNext, 2);
@@ -210,7 +210,7 @@ TEST(VirtqueueTest, IndirectTableIsFlattenedIntoTheChain) {
 }
 
 TEST(VirtqueueTest, IndirectWithoutTheFeatureBreaksTheQueue) {
-  Rig r(false);
+  QueueRig r(false);
   r.fq.write_desc(0x3000, kBuf, 16, 0, 0);
   r.fq.set_desc(0, 0x3000, 16, kDescIndirect);
   r.fq.publish(0);
@@ -219,7 +219,7 @@ TEST(VirtqueueTest, IndirectWithoutTheFeatureBreaksTheQueue) {
 }
 
 TEST(VirtqueueTest, NestedIndirectBreaksTheQueue) {
-  Rig r(true);
+  QueueRig r(true);
   r.fq.write_desc(0x3000, 0x3000, 16, kDescIndirect, 0);  // a table pointing at itself
   r.fq.set_desc(0, 0x3000, 16, kDescIndirect);
   r.fq.publish(0);
@@ -229,7 +229,7 @@ TEST(VirtqueueTest, NestedIndirectBreaksTheQueue) {
 
 TEST(VirtqueueTest, IndirectTableSizesThatAreNotWholeDescriptorsBreakTheQueue) {
   for (std::uint32_t len : {0u, 15u, 17u, (Virtqueue::kMaxIndirect + 1) * 16}) {
-    Rig r(true);
+    QueueRig r(true);
     r.fq.set_desc(0, 0x3000, len, kDescIndirect);
     r.fq.publish(0);
     EXPECT_EQ(r.q.pop(r.chain), Virtqueue::Pop::kBroken) << len;
@@ -238,7 +238,7 @@ TEST(VirtqueueTest, IndirectTableSizesThatAreNotWholeDescriptorsBreakTheQueue) {
 }
 
 TEST(VirtqueueTest, IndirectTableOutsideRamBreaksTheQueue) {
-  Rig r(true);
+  QueueRig r(true);
   r.fq.set_desc(0, kRamSize - 16, 32, kDescIndirect);
   r.fq.publish(0);
   EXPECT_EQ(r.q.pop(r.chain), Virtqueue::Pop::kBroken);
@@ -246,7 +246,7 @@ TEST(VirtqueueTest, IndirectTableOutsideRamBreaksTheQueue) {
 }
 
 TEST(VirtqueueTest, LoopInsideAnIndirectTableIsDetected) {
-  Rig r(true);
+  QueueRig r(true);
   r.fq.write_desc(0x3000, kBuf, 8, kDescNext, 1);
   r.fq.write_desc(0x3010, kBuf, 8, kDescNext, 0);
   r.fq.set_desc(0, 0x3000, 32, kDescIndirect);
@@ -256,7 +256,7 @@ TEST(VirtqueueTest, LoopInsideAnIndirectTableIsDetected) {
 }
 
 TEST(VirtqueueTest, IndirectNextPastTheTableBreaksTheQueue) {
-  Rig r(true);
+  QueueRig r(true);
   r.fq.write_desc(0x3000, kBuf, 8, kDescNext, 2);  // the table holds 2
   r.fq.set_desc(0, 0x3000, 32, kDescIndirect);
   r.fq.publish(0);
@@ -265,7 +265,7 @@ TEST(VirtqueueTest, IndirectNextPastTheTableBreaksTheQueue) {
 }
 
 TEST(VirtqueueTest, IndirectBufferOutsideRamBreaksTheQueue) {
-  Rig r(true);
+  QueueRig r(true);
   r.fq.write_desc(0x3000, kRamSize, 1, 0, 0);
   r.fq.set_desc(0, 0x3000, 16, kDescIndirect);
   r.fq.publish(0);
@@ -274,7 +274,7 @@ TEST(VirtqueueTest, IndirectBufferOutsideRamBreaksTheQueue) {
 }
 
 TEST(VirtqueueTest, IndirectTogetherWithNextBreaksTheQueue) {
-  Rig r(true);
+  QueueRig r(true);
   r.fq.write_desc(0x3000, kBuf, 8, 0, 0);
   r.fq.set_desc(0, 0x3000, 16, kDescIndirect | kDescNext, 1);
   r.fq.publish(0);
@@ -314,7 +314,7 @@ TEST(VirtqueueTest, ActivationRefusesRingsOutsideRamAndMisalignment) {
 }
 
 TEST(VirtqueueTest, ZeroLengthBufferAtTheEndOfRamIsAccepted) {
-  Rig r;
+  QueueRig r;
   r.fq.add_chain(0, {{kRamSize, 0, true}});
   EXPECT_EQ(r.q.pop(r.chain), Virtqueue::Pop::kChain);
 }

@@ -146,14 +146,14 @@ bool wait_until(Pred pred, std::chrono::milliseconds limit = 2000ms) {
   return true;
 }
 
-struct Fixture {
+struct ThreadTimersFixture {
   MonotonicClock clock;
   TimerList list{ClockType::kRt, clock};
   ThreadTimers timers{clock, {&list}, DynticksOptions{20us}};
 };
 
 TEST(ThreadTimersTest, OneShotArmedOnTheHostThreadFiresOnceAndNotEarly) {
-  Fixture f;
+  ThreadTimersFixture f;
   std::atomic<int> fired{0};
   std::atomic<std::int64_t> seen{0};
   Timer t(f.list, "t", [&](const Timer::Expiry& e) {
@@ -181,7 +181,7 @@ TEST(ThreadTimersTest, OneShotArmedOnTheHostThreadFiresOnceAndNotEarly) {
 TEST(ThreadTimersTest, PeriodicTimerArmsTheHostTimerOnce) {
   // The periodic fast path on the hosting thread: the kernel repeats the POSIX timer, so a
   // steady tick costs no timer_settime at all after the first.
-  Fixture f;
+  ThreadTimersFixture f;
   std::atomic<int> fired{0};
   Timer t(f.list, "tick", [&](const Timer::Expiry&) { ++fired; });
   Host host(f.timers);
@@ -203,7 +203,7 @@ TEST(ThreadTimersTest, PeriodicTimerArmsTheHostTimerOnce) {
 }
 
 TEST(ThreadTimersTest, ArmFromAnotherThreadWakesTheHostInTime) {
-  Fixture f;
+  ThreadTimersFixture f;
   std::atomic<int> fired{0};
   Timer far(f.list, "far", [](const Timer::Expiry&) {});
   Timer near(f.list, "near", [&](const Timer::Expiry&) { ++fired; });
@@ -220,7 +220,7 @@ TEST(ThreadTimersTest, ArmFromAnotherThreadWakesTheHostInTime) {
 }
 
 TEST(ThreadTimersTest, AKickIsNotAFalseWakeup) {
-  Fixture f;
+  ThreadTimersFixture f;
   Timer far(f.list, "far", [](const Timer::Expiry&) {});
   Host host(f.timers);
   host.start([&] { far.arm_after(10s); });
@@ -235,7 +235,7 @@ TEST(ThreadTimersTest, AKickIsNotAFalseWakeup) {
 }
 
 TEST(ThreadTimersTest, SuspendedTimersDoNotInterruptAndRunOnResume) {
-  Fixture f;
+  ThreadTimersFixture f;
   std::atomic<int> fired{0};
   Timer t(f.list, "t", [&](const Timer::Expiry&) { ++fired; });
   Host host(f.timers);
