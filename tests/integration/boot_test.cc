@@ -87,8 +87,10 @@ TEST_P(BootTest, GuestTicksAtRequestedRateAndExitsThroughDebugExit) {
       // The periodic fast path: a handful of arms, never one per tick. Each catch-up leaves the
       // grid for a one-shot and rejoins it, two arms: a pass pushed out to min_delta (clamped),
       // and an owed tick's retry (a late or merged tick, a retry that found IRQ0 busy). This
-      // host runs its vCPU thread a whole period late up to ~10% of ticks at 1000 Hz, even
-      // alone (250 arms seen), so the bound counts those episodes instead of a flat tenth.
+      // host runs its vCPU thread a whole period late on 10-25% of ticks at 1000 Hz, even
+      // alone (593 arms for 1000 ticks seen, 280 of them retries), so the bound counts those
+      // episodes instead of a fraction of the ticks. A loop that re-arms per tick exceeds it
+      // unless half its ticks were catch-ups (ThreadTimersTest checks the fast path exactly).
       const auto& pit = s["devices"]["pit"];
       const auto arms = vt["alarm_arms"].get<std::uint64_t>();
       const auto catch_ups = vt["clamped_deadlines"].get<std::uint64_t>() +
@@ -99,7 +101,6 @@ TEST_P(BootTest, GuestTicksAtRequestedRateAndExitsThroughDebugExit) {
       // No wakeup with nothing due, but for a signal a catch-up's one-shot queued before the
       // grid was rejoined (timer_settime leaves it queued): at most one per catch-up.
       EXPECT_LE(vt["false_wakeups"].get<std::uint64_t>(), catch_ups) << vt.dump();
-      EXPECT_LT(arms, injected / 2) << "periodic fast path is off: " << vt.dump();
       EXPECT_LT(s["loop"]["timers_run"].get<std::uint64_t>(), injected / 10);
       EXPECT_GE(s["vcpu_syscalls"]["rt_sigtimedwait"].get<std::uint64_t>(), injected);
     } else if (s["pit_tick"] == "kernel") {
