@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "devices/iov_advance.h"
+
 namespace minivmm::devices {
 
 BlockFile BlockFile::open(const std::string& path, bool read_only) {
@@ -56,12 +58,8 @@ BlockFile::~BlockFile() {
 bool BlockFile::transfer(bool is_write, std::uint64_t offset, std::span<const iovec> iov) noexcept {
   // A private copy: a short transfer advances through it.
   std::vector<iovec> rest(iov.begin(), iov.end());
-  std::size_t first = 0;
+  std::size_t first = advance_iov(rest, 0, 0);
   while (first < rest.size()) {
-    if (rest[first].iov_len == 0) {
-      ++first;
-      continue;
-    }
     const int count = static_cast<int>(std::min<std::size_t>(rest.size() - first, IOV_MAX));
     const ssize_t n = is_write ? ::pwritev(fd_, &rest[first], count, static_cast<off_t>(offset))
                                : ::preadv(fd_, &rest[first], count, static_cast<off_t>(offset));
@@ -73,16 +71,8 @@ bool BlockFile::transfer(bool is_write, std::uint64_t offset, std::span<const io
       errno = EIO;  // end of file inside the disk: the file shrank under us
       return false;
     }
-    auto done = static_cast<std::size_t>(n);
-    offset += done;
-    while (done > 0) {
-      iovec& v = rest[first];
-      const std::size_t take = std::min(done, v.iov_len);
-      v.iov_base = static_cast<char*>(v.iov_base) + take;
-      v.iov_len -= take;
-      done -= take;
-      if (v.iov_len == 0) ++first;
-    }
+    offset += static_cast<std::uint64_t>(n);
+    first = advance_iov(rest, first, static_cast<std::size_t>(n));
   }
   return true;
 }

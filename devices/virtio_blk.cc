@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "devices/iov_advance.h"
 #include "devices/log.h"
 
 namespace minivmm::devices {
@@ -336,7 +337,7 @@ void VirtioBlk::issue_locked(std::size_t tag) noexcept {
   UringOp& op = ops_[tag];
   const BlkRequest& r = op.job.request;
   if (op.step == UringOp::Step::kTransfer) {
-    while (op.first < op.iov.size() && op.iov[op.first].iov_len == 0) ++op.first;
+    op.first = advance_iov(op.iov, op.first, 0);
     if (op.first == op.iov.size()) op.step = after_transfer(op);  // nothing (left) to move
   }
   bool queued = true;
@@ -402,16 +403,8 @@ void VirtioBlk::on_uring_completion_locked(const BlockUring::Completion& c) noex
         fail(EIO);  // end of file inside the disk: the file shrank under us
       } else {
         // A short transfer continues where it stopped, as BlockFile::transfer does.
-        auto done = static_cast<std::size_t>(c.result);
-        op.offset += done;
-        while (done > 0 && op.first < op.iov.size()) {
-          iovec& v = op.iov[op.first];
-          const std::size_t take = std::min(done, v.iov_len);
-          v.iov_base = static_cast<char*>(v.iov_base) + take;
-          v.iov_len -= take;
-          done -= take;
-          if (v.iov_len == 0) ++op.first;
-        }
+        op.offset += static_cast<std::uint64_t>(c.result);
+        op.first = advance_iov(op.iov, op.first, static_cast<std::size_t>(c.result));
         if (op.first < op.iov.size()) {
           std::lock_guard s(stats_mu_);
           ++stats_.uring_resubmits;
@@ -501,9 +494,9 @@ void VirtioBlk::drain_ring_locked() noexcept {
       continue;
     }
     failures = 0;
-    ring_queued_ = false;  // wait() submitted what was queued
     on_uring_completion_locked(c);
   }
+  // wait() submitted whatever was queued, continuations the completions above queued included.
   ring_queued_ = false;
 }
 
