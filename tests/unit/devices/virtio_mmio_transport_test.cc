@@ -59,7 +59,7 @@ struct FakeDevice final : VirtioDevice {
   std::vector<std::size_t> notified;
 };
 
-struct Rig {
+struct TransportRig {
   FakeGuestRam mem{0x10000};
   FakeQueue q0{mem, 0x1000, 16}, q1{mem, 0x2000, 16};
   FakeDevice dev;
@@ -69,7 +69,7 @@ struct Rig {
 };
 
 TEST(VirtioMmioTransportTest, IdentificationRegisters) {
-  Rig r;
+  TransportRig r;
   EXPECT_EQ(r.drv.read(T::kMagicValue), 0x74726976u);
   EXPECT_EQ(r.drv.read(T::kVersionReg), 2u);
   EXPECT_EQ(r.drv.read(T::kDeviceId), 42u);
@@ -81,7 +81,7 @@ TEST(VirtioMmioTransportTest, IdentificationRegisters) {
 }
 
 TEST(VirtioMmioTransportTest, FeaturesArePagedBySelector) {
-  Rig r;
+  TransportRig r;
   r.drv.write(T::kDeviceFeaturesSel, 0);
   const std::uint32_t low = r.drv.read(T::kDeviceFeatures);
   r.drv.write(T::kDeviceFeaturesSel, 1);
@@ -94,14 +94,14 @@ TEST(VirtioMmioTransportTest, FeaturesArePagedBySelector) {
 }
 
 TEST(VirtioMmioTransportTest, BringUpActivatesWithTheNegotiatedFeatures) {
-  Rig r;
+  TransportRig r;
   EXPECT_EQ(r.drv.bring_up(kVirtioFVersion1 | kDeviceFeature, {&r.q0, &r.q1}), kAllOk);
   EXPECT_EQ(r.dev.activations, 1);
   EXPECT_EQ(r.dev.features, kVirtioFVersion1 | kDeviceFeature);
 }
 
 TEST(VirtioMmioTransportTest, FeaturesOkIsRefusedForAnUnofferedBit) {
-  Rig r;
+  TransportRig r;
   const std::uint32_t st = r.drv.bring_up(kVirtioFVersion1 | (1ull << 40), {&r.q0});
   EXPECT_EQ(st & T::kStatusFeaturesOk, 0u);
   EXPECT_EQ(st & T::kStatusDriverOk, 0u);
@@ -111,14 +111,14 @@ TEST(VirtioMmioTransportTest, FeaturesOkIsRefusedForAnUnofferedBit) {
 }
 
 TEST(VirtioMmioTransportTest, FeaturesOkIsRefusedWithoutVersion1) {
-  Rig r;
+  TransportRig r;
   const std::uint32_t st = r.drv.bring_up(kDeviceFeature, {&r.q0});
   EXPECT_EQ(st & T::kStatusFeaturesOk, 0u);
   EXPECT_EQ(r.dev.activations, 0);
 }
 
 TEST(VirtioMmioTransportTest, DriverFeaturesAreFrozenAfterFeaturesOk) {
-  Rig r;
+  TransportRig r;
   r.drv.bring_up(kVirtioFVersion1, {&r.q0});
   r.drv.write(T::kDriverFeaturesSel, 0);
   r.drv.write(T::kDriverFeatures, 0xffffffff);
@@ -127,7 +127,7 @@ TEST(VirtioMmioTransportTest, DriverFeaturesAreFrozenAfterFeaturesOk) {
 }
 
 TEST(VirtioMmioTransportTest, NotifyWriteReachesTheDeviceAndInterrupts) {
-  Rig r;
+  TransportRig r;
   r.drv.bring_up(kVirtioFVersion1, {&r.q0, &r.q1});
   r.q1.add_chain(0, {{0x8000, 64, true}});
   r.drv.notify(1);
@@ -143,7 +143,7 @@ TEST(VirtioMmioTransportTest, NotifyWriteReachesTheDeviceAndInterrupts) {
 }
 
 TEST(VirtioMmioTransportTest, EventfdNotificationsAreCountedApart) {
-  Rig r;
+  TransportRig r;
   r.drv.bring_up(kVirtioFVersion1, {&r.q0});
   r.q0.add_chain(0, {{0x8000, 64, true}});
   r.t.notify_from_eventfd(0);
@@ -153,7 +153,7 @@ TEST(VirtioMmioTransportTest, EventfdNotificationsAreCountedApart) {
 }
 
 TEST(VirtioMmioTransportTest, NotifyBeforeDriverOkOrForAMissingQueueIsIgnored) {
-  Rig r;
+  TransportRig r;
   r.drv.notify(0);
   r.drv.bring_up(kVirtioFVersion1, {&r.q0});
   r.drv.notify(5);
@@ -162,7 +162,7 @@ TEST(VirtioMmioTransportTest, NotifyBeforeDriverOkOrForAMissingQueueIsIgnored) {
 }
 
 TEST(VirtioMmioTransportTest, StatusZeroResetsEverything) {
-  Rig r;
+  TransportRig r;
   r.drv.bring_up(kVirtioFVersion1, {&r.q0});
   r.drv.write(T::kStatus, 0);
   EXPECT_EQ(r.drv.read(T::kStatus), 0u);
@@ -180,7 +180,7 @@ TEST(VirtioMmioTransportTest, StatusZeroResetsEverything) {
 }
 
 TEST(VirtioMmioTransportTest, RingsOutsideRamSetNeedsResetAtDriverOk) {
-  Rig r;
+  TransportRig r;
   FakeQueue bad{r.mem, 0xff00, 16};  // its rings run past the 64 KiB of RAM
   const std::uint32_t st = r.drv.bring_up(kVirtioFVersion1, {&bad});
   EXPECT_NE(st & T::kStatusNeedsReset, 0u);
@@ -189,7 +189,7 @@ TEST(VirtioMmioTransportTest, RingsOutsideRamSetNeedsResetAtDriverOk) {
 }
 
 TEST(VirtioMmioTransportTest, MalformedChainSetsNeedsResetWithAConfigInterrupt) {
-  Rig r;
+  TransportRig r;
   r.drv.bring_up(kVirtioFVersion1, {&r.q0});
   r.q0.publish(99);  // head out of range
   r.drv.notify(0);
@@ -207,7 +207,7 @@ TEST(VirtioMmioTransportTest, MalformedChainSetsNeedsResetWithAConfigInterrupt) 
 }
 
 TEST(VirtioMmioTransportTest, QueueRegistersCannotMoveALiveQueue) {
-  Rig r;
+  TransportRig r;
   r.drv.bring_up(kVirtioFVersion1, {&r.q0});
   r.drv.write(T::kQueueSel, 0);
   r.drv.write(T::kQueueDescLow, 0xf000);
@@ -221,7 +221,7 @@ TEST(VirtioMmioTransportTest, QueueRegistersCannotMoveALiveQueue) {
 // Linux's vm_del_vq: select the queue, write QueueReady=0, read it back (WARN_ON if not 0).
 // From then on the queue is out of service: a notify is refused at the transport, counted.
 TEST(VirtioMmioTransportTest, QueueReadyZeroTakesALiveQueueOutOfService) {
-  Rig r;
+  TransportRig r;
   ASSERT_EQ(r.drv.bring_up(kVirtioFVersion1, {&r.q0, &r.q1}), kAllOk);
   r.drv.write(T::kQueueSel, 0);
   r.drv.write(T::kQueueReady, 0);
@@ -242,7 +242,7 @@ TEST(VirtioMmioTransportTest, QueueReadyZeroTakesALiveQueueOutOfService) {
 // A request the device took before QueueReady=0 and completes after it (a blk worker) must not
 // land in a ring the driver has given up (and may be reusing).
 TEST(VirtioMmioTransportTest, ACompletionOwedToADisabledQueueIsNotPublished) {
-  Rig r;
+  TransportRig r;
   ASSERT_EQ(r.drv.bring_up(kVirtioFVersion1, {&r.q0}), kAllOk);
   r.q0.add_chain(0, {{0x8000, 8, true}});
   DescriptorChain taken;
@@ -259,7 +259,7 @@ TEST(VirtioMmioTransportTest, ACompletionOwedToADisabledQueueIsNotPublished) {
 // QueueReady reads 0), but enabling it again under DRIVER_OK needs VIRTIO_F_RING_RESET, which is
 // not offered: refused, counted, and QueueReady keeps reading 0.
 TEST(VirtioMmioTransportTest, ADisabledQueueCanBeReprogrammedButNotReenabledUnderDriverOk) {
-  Rig r;
+  TransportRig r;
   ASSERT_EQ(r.drv.bring_up(kVirtioFVersion1, {&r.q0}), kAllOk);
   r.drv.write(T::kQueueSel, 0);
   r.drv.write(T::kQueueReady, 0);
@@ -282,7 +282,7 @@ TEST(VirtioMmioTransportTest, ADisabledQueueCanBeReprogrammedButNotReenabledUnde
 // Before DRIVER_OK QueueReady is a plain flag the driver may set and clear (Linux's error path in
 // find_vqs deletes queues it set up); a queue cleared again does not go live at DRIVER_OK.
 TEST(VirtioMmioTransportTest, QueueReadyBeforeDriverOkIsAFlagThatDecidesWhatGoesLive) {
-  Rig r;
+  TransportRig r;
   r.drv.write(T::kStatus, T::kStatusAcknowledge | T::kStatusDriver);
   r.drv.set_features(kVirtioFVersion1);
   r.drv.write(T::kStatus, T::kStatusAcknowledge | T::kStatusDriver | T::kStatusFeaturesOk);
@@ -303,7 +303,7 @@ TEST(VirtioMmioTransportTest, QueueReadyBeforeDriverOkIsAFlagThatDecidesWhatGoes
 }
 
 TEST(VirtioMmioTransportTest, QueueReadyValuesOtherThanZeroAndOneAreIgnored) {
-  Rig r;
+  TransportRig r;
   ASSERT_EQ(r.drv.bring_up(kVirtioFVersion1, {&r.q0}), kAllOk);
   const std::uint64_t bad_before = r.t.stats().bad_accesses;
   r.drv.write(T::kQueueSel, 0);
@@ -317,7 +317,7 @@ TEST(VirtioMmioTransportTest, QueueReadyValuesOtherThanZeroAndOneAreIgnored) {
 
 // 4.2.2.1: upon reset the device clears InterruptStatus and the QueueReady bit of every queue.
 TEST(VirtioMmioTransportTest, ResetClearsEveryQueueReadyAndTheInterruptStatus) {
-  Rig r;
+  TransportRig r;
   ASSERT_EQ(r.drv.bring_up(kVirtioFVersion1, {&r.q0, &r.q1}), kAllOk);
   r.q1.add_chain(0, {{0x8000, 8, true}});
   r.drv.notify(1);
@@ -333,7 +333,7 @@ TEST(VirtioMmioTransportTest, ResetClearsEveryQueueReadyAndTheInterruptStatus) {
 }
 
 TEST(VirtioMmioTransportTest, RegistersNeed32BitAccesses) {
-  Rig r;
+  TransportRig r;
   std::uint16_t half = 0xffff;
   r.t.read(T::kMagicValue, std::span(reinterpret_cast<std::uint8_t*>(&half), 2));
   EXPECT_EQ(half, 0);
@@ -346,7 +346,7 @@ TEST(VirtioMmioTransportTest, RegistersNeed32BitAccesses) {
 }
 
 TEST(VirtioMmioTransportTest, ConfigSpaceAnyWidthGoesToTheDevice) {
-  Rig r;
+  TransportRig r;
   std::uint8_t b = 0;
   r.t.read(T::kConfig + 5, std::span(&b, 1));
   EXPECT_EQ(b, 5);
@@ -357,7 +357,7 @@ TEST(VirtioMmioTransportTest, ConfigSpaceAnyWidthGoesToTheDevice) {
 }
 
 TEST(VirtioMmioTransportTest, DriverOkWithoutFeaturesOkActivatesNothing) {
-  Rig r;
+  TransportRig r;
   r.drv.write(T::kStatus, T::kStatusAcknowledge | T::kStatusDriver | T::kStatusDriverOk);
   EXPECT_EQ(r.drv.read(T::kStatus) & T::kStatusDriverOk, 0u);
   EXPECT_EQ(r.dev.activations, 0);
@@ -366,7 +366,7 @@ TEST(VirtioMmioTransportTest, DriverOkWithoutFeaturesOkActivatesNothing) {
 // The reviewer's probe: writing ACK|DRIVER cleared DRIVER_OK and FEATURES_OK, new features
 // went in, and DRIVER_OK activated the live queues a second time (indexes back to 0).
 TEST(VirtioMmioTransportTest, StatusBitsAreClearedOnlyByAReset) {
-  Rig r;
+  TransportRig r;
   ASSERT_EQ(r.drv.bring_up(kVirtioFVersion1, {&r.q0}), kAllOk);
   const std::uint64_t bad_before = r.t.stats().bad_accesses;
   const int resets_before = r.dev.resets;  // bring-up starts with one
@@ -390,7 +390,7 @@ TEST(VirtioMmioTransportTest, StatusBitsAreClearedOnlyByAReset) {
 // driver could set DEVICE_NEEDS_RESET itself, after which the device served nothing and no
 // configuration interrupt said why. Status is 8 bits and NEEDS_RESET is the device's.
 TEST(VirtioMmioTransportTest, StatusWritesWithBitsADriverDoesNotOwnAreIgnored) {
-  Rig r;
+  TransportRig r;
   ASSERT_EQ(r.drv.bring_up(kVirtioFVersion1, {&r.q0}), kAllOk);
   const std::uint64_t bad_before = r.t.stats().bad_accesses;
   r.drv.write(T::kStatus, kAllOk | T::kStatusNeedsReset);
@@ -405,7 +405,7 @@ TEST(VirtioMmioTransportTest, StatusWritesWithBitsADriverDoesNotOwnAreIgnored) {
 }
 
 TEST(VirtioMmioTransportTest, IndirectIsHonouredOnlyWhenNegotiated) {
-  Rig r;
+  TransportRig r;
   r.drv.bring_up(kVirtioFVersion1 | kVirtioFIndirectDesc, {&r.q0});
   r.q0.write_desc(0x5000, 0x8000, 8, minivmm::testing::kDescWrite, 0);
   r.q0.set_desc(0, 0x5000, 16, minivmm::testing::kDescIndirect);

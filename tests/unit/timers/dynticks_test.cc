@@ -18,7 +18,7 @@ using testing::FakeClock;
 using namespace std::chrono_literals;
 
 // A vm_clock and an rt_clock list on one fake host clock, driven the way the loop drives them.
-struct Fixture {
+struct DynticksFixture {
   FakeClock host{1s};
   VmClock vm{host};
   TimerList vm_list{ClockType::kVm, vm};
@@ -30,7 +30,7 @@ struct Fixture {
 TEST(DynticksTest, BothClocksExpiringInOnePassArmOnce) {
   // The 2008 QEMU scenario: an rt_clock timer and vm_clock timers all due in the same pass used
   // to rearm after each queue; now the alarm is touched exactly once.
-  Fixture f;
+  DynticksFixture f;
   int ran = 0;
   Timer v1(f.vm_list, "v1", [&](const Timer::Expiry&) { ++ran; });
   Timer v2(f.vm_list, "v2", [&](const Timer::Expiry&) { ++ran; });
@@ -52,7 +52,7 @@ TEST(DynticksTest, BothClocksExpiringInOnePassArmOnce) {
 }
 
 TEST(DynticksTest, UnchangedDeadlineCostsNoArm) {
-  Fixture f;
+  DynticksFixture f;
   Timer t(f.vm_list, "t", [](const Timer::Expiry&) {});
   t.arm_at(1s + 5ms);
   ASSERT_TRUE(f.dynticks.rearm());
@@ -67,7 +67,7 @@ TEST(DynticksTest, UnchangedDeadlineCostsNoArm) {
 }
 
 TEST(DynticksTest, PausedVmClockDropsOutAndItsTimersDoNotFire) {
-  Fixture f;
+  DynticksFixture f;
   int vm_runs = 0;
   Timer v(f.vm_list, "v", [&](const Timer::Expiry&) { ++vm_runs; });
   Timer r(f.rt_list, "r", [](const Timer::Expiry&) {});
@@ -91,7 +91,7 @@ TEST(DynticksTest, PausedVmClockDropsOutAndItsTimersDoNotFire) {
 }
 
 TEST(DynticksTest, NothingPendingDisarmsOnceAndThenStaysQuiet) {
-  Fixture f;
+  DynticksFixture f;
   Timer t(f.vm_list, "t", [](const Timer::Expiry&) {});
   t.arm_at(1s + 1ms);
   ASSERT_TRUE(f.dynticks.rearm());
@@ -104,7 +104,7 @@ TEST(DynticksTest, NothingPendingDisarmsOnceAndThenStaysQuiet) {
 }
 
 TEST(DynticksTest, AlarmWakeupWithNothingDueIsAFalseWakeup) {
-  Fixture f;
+  DynticksFixture f;
   Timer t(f.vm_list, "t", [](const Timer::Expiry&) {});
   t.arm_at(1s + 5ms);
   ASSERT_TRUE(f.dynticks.rearm());
@@ -117,7 +117,7 @@ TEST(DynticksTest, AlarmWakeupWithNothingDueIsAFalseWakeup) {
 }
 
 TEST(DynticksTest, WakeupForACancelledTimerIsNotFalse) {
-  Fixture f;
+  DynticksFixture f;
   Timer t(f.vm_list, "t", [](const Timer::Expiry&) {});
   Timer later(f.vm_list, "later", [](const Timer::Expiry&) {});
   t.arm_at(1s + 2ms);
@@ -132,7 +132,7 @@ TEST(DynticksTest, WakeupForACancelledTimerIsNotFalse) {
 }
 
 TEST(DynticksTest, ReadsTheClockOncePerPass) {
-  Fixture f;
+  DynticksFixture f;
   Timer a(f.vm_list, "a", [](const Timer::Expiry&) {});
   Timer b(f.rt_list, "b", [](const Timer::Expiry&) {});
   a.arm_periodic(1s + 1ms, 1ms);
@@ -148,7 +148,7 @@ TEST(DynticksTest, ReadsTheClockOncePerPass) {
 }
 
 TEST(DynticksTest, SteadyPeriodicTimerArmsTheHostIntervalOnce) {
-  Fixture f;
+  DynticksFixture f;
   int ticks = 0;
   Timer pit(f.vm_list, "pit", [&](const Timer::Expiry&) { ++ticks; });
   pit.arm_periodic(1s + 4ms, 4ms);
@@ -167,7 +167,7 @@ TEST(DynticksTest, SteadyPeriodicTimerArmsTheHostIntervalOnce) {
 }
 
 TEST(DynticksTest, PeriodChangeRearmsWithTheNewInterval) {
-  Fixture f;
+  DynticksFixture f;
   Timer pit(f.vm_list, "pit", [](const Timer::Expiry&) {});
   pit.arm_periodic(1s + 4ms, 4ms);
   ASSERT_TRUE(f.dynticks.rearm());
@@ -178,7 +178,7 @@ TEST(DynticksTest, PeriodChangeRearmsWithTheNewInterval) {
 }
 
 TEST(DynticksTest, EarlierOneShotInterruptsThePeriodicGrid) {
-  Fixture f;
+  DynticksFixture f;
   Timer pit(f.vm_list, "pit", [](const Timer::Expiry&) {});
   Timer once(f.rt_list, "once", [](const Timer::Expiry&) {});
   pit.arm_periodic(1s + 4ms, 4ms);
@@ -196,7 +196,7 @@ TEST(DynticksTest, EarlierOneShotInterruptsThePeriodicGrid) {
 }
 
 TEST(DynticksTest, DeadlineInThePastIsClampedToMinDeltaNeverZero) {
-  Fixture f;
+  DynticksFixture f;
   Timer t(f.vm_list, "t", [](const Timer::Expiry&) {});
   t.arm_at(0ns);
   ASSERT_TRUE(f.dynticks.rearm());
@@ -207,7 +207,7 @@ TEST(DynticksTest, DeadlineInThePastIsClampedToMinDeltaNeverZero) {
 }
 
 TEST(DynticksTest, LoopThreadArmMarksStaleWithoutWaking) {
-  Fixture f;
+  DynticksFixture f;
   int wakes = 0;
   f.dynticks.set_wake([&] { ++wakes; });
   Timer t(f.vm_list, "t", [](const Timer::Expiry&) {});
@@ -219,7 +219,7 @@ TEST(DynticksTest, LoopThreadArmMarksStaleWithoutWaking) {
 }
 
 TEST(DynticksTest, OtherThreadArmWakesLoopOnlyWhenItMovesTheHeadEarlier) {
-  Fixture f;
+  DynticksFixture f;
   std::atomic<int> wakes{0};
   f.dynticks.set_wake([&] { ++wakes; });
   Timer head(f.vm_list, "head", [](const Timer::Expiry&) {});
@@ -233,7 +233,7 @@ TEST(DynticksTest, OtherThreadArmWakesLoopOnlyWhenItMovesTheHeadEarlier) {
 }
 
 TEST(DynticksTest, OtherThreadArmWithinSlackOfTheArmedDeadlineDoesNotWake) {
-  Fixture f;
+  DynticksFixture f;
   std::atomic<int> wakes{0};
   f.dynticks.set_wake([&] { ++wakes; });
   Timer tick(f.rt_list, "tick", [](const Timer::Expiry&) {});
@@ -252,7 +252,7 @@ TEST(DynticksTest, OtherThreadArmWithinSlackOfTheArmedDeadlineDoesNotWake) {
 }
 
 TEST(DynticksTest, OtherThreadArmWithSlackStillWakesAnIdleLoop) {
-  Fixture f;
+  DynticksFixture f;
   std::atomic<int> wakes{0};
   f.dynticks.set_wake([&] { ++wakes; });
   Timer flush(f.vm_list, "flush", [](const Timer::Expiry&) {});
@@ -276,7 +276,7 @@ TEST(DynticksTest, PollTimeoutAlarmNeedsNoSyscallAndGivesTheTimeout) {
 }
 
 TEST(DynticksTest, AlarmFailureIsReported) {
-  Fixture f;
+  DynticksFixture f;
   f.alarm.fail = true;
   Timer t(f.vm_list, "t", [](const Timer::Expiry&) {});
   t.arm_at(1s + 1ms);

@@ -35,8 +35,8 @@ std::uint64_t elapsed_ms(Fn fn) {
          1;
 }
 
-struct Rig {
-  explicit Rig(bool aio_reads = true) : train{list, binding(), 64, aio_reads} {}
+struct PulseTrainRig {
+  explicit PulseTrainRig(bool aio_reads = true) : train{list, binding(), 64, aio_reads} {}
   timers::MonotonicClock host;
   timers::VmClock vm{host};
   timers::TimerList list{timers::ClockType::kVm, vm};
@@ -76,7 +76,7 @@ struct Rig {
 };
 
 TEST(KernelPulseTrainTest, DeliversEveryEdgeWithoutAnyThreadOfOurs) {
-  Rig r;
+  PulseTrainRig r;
   const Nanos period = 1ms;
   std::uint64_t edges = 0;
   // No pumping: 64 slots polled once cover 64 ms, and the kernel fires them alone. The window
@@ -103,7 +103,7 @@ TEST(KernelPulseTrainTest, DeliversEveryEdgeWithoutAnyThreadOfOurs) {
 }
 
 TEST(KernelPulseTrainTest, RefillsKeepTheScheduleGoing) {
-  Rig r;
+  PulseTrainRig r;
   const Nanos period = 1ms;
   std::uint64_t delivered = 0;
   const std::uint64_t ms = elapsed_ms([&] {  // start() to the count
@@ -121,7 +121,7 @@ TEST(KernelPulseTrainTest, RefillsKeepTheScheduleGoing) {
 }
 
 TEST(KernelPulseTrainTest, TheTurnHookRunsAfterEachRefillHalfwayBetweenEdges) {
-  Rig r;
+  PulseTrainRig r;
   const Nanos period = 1ms;
   std::vector<Nanos> turns;
   // The hook may call back into the train (the PIT reads delivered() from it): no lock held.
@@ -149,7 +149,7 @@ TEST(KernelPulseTrainTest, TheTurnHookRunsAfterEachRefillHalfwayBetweenEdges) {
 }
 
 TEST(KernelPulseTrainTest, StopUnbindsAndNothingArrivesAfterwards) {
-  Rig r;
+  PulseTrainRig r;
   ASSERT_TRUE(r.train.start(r.vm.now() + 1ms, 1ms));
   std::this_thread::sleep_for(10ms);
   r.train.stop();
@@ -165,7 +165,7 @@ TEST(KernelPulseTrainTest, StopUnbindsAndNothingArrivesAfterwards) {
 }
 
 TEST(KernelPulseTrainTest, SuspendedWhileVmClockIsPausedAndResumedOnTheGrid) {
-  Rig r;
+  PulseTrainRig r;
   const Nanos period = 1ms;
   ASSERT_TRUE(r.train.start(r.vm.now() + period, period));
   std::this_thread::sleep_for(10ms);
@@ -189,7 +189,7 @@ TEST(KernelPulseTrainTest, SuspendedWhileVmClockIsPausedAndResumedOnTheGrid) {
 }
 
 TEST(KernelPulseTrainTest, RefusedBindingMeansStartFails) {
-  Rig r;
+  PulseTrainRig r;
   r.refuse = true;
   EXPECT_FALSE(r.train.start(r.vm.now() + 1ms, 1ms));
   EXPECT_EQ(r.train.stats().failures, 1u);
@@ -198,20 +198,20 @@ TEST(KernelPulseTrainTest, RefusedBindingMeansStartFails) {
 }
 
 TEST(KernelPulseTrainTest, NonPositivePeriodIsRefused) {
-  Rig r;
+  PulseTrainRig r;
   EXPECT_FALSE(r.train.start(r.vm.now() + 1ms, Nanos{0}));
   EXPECT_TRUE(r.attached.empty());
 }
 
 TEST(KernelPulseTrainTest, DepthFollowsTheLookahead) {
-  Rig r;
+  PulseTrainRig r;
   // 100 ms period: 256 ms of lookahead is two edges, not 64 timerfds.
   ASSERT_TRUE(r.train.start(r.vm.now() + 100ms, 100ms));
   EXPECT_EQ(r.train.stats().polls_submitted, 2u);
 }
 
 TEST(KernelPulseTrainTest, ALateRefillCountsTheEdgesThatFoundNoPoll) {
-  Rig r;
+  PulseTrainRig r;
   ASSERT_TRUE(r.train.start(r.vm.now() + 1ms, 1ms));
   // No refill for 100 ms: each of the 64 slots delivers once, then keeps firing unwatched.
   const std::uint64_t ms = elapsed_ms([&] {
@@ -227,7 +227,7 @@ TEST(KernelPulseTrainTest, ALateRefillCountsTheEdgesThatFoundNoPoll) {
 
 TEST(KernelPulseTrainTest, Read2ClearsTheTimerfdsWhereAioReadsAreMissing) {
   // Kernels before 6.10 cannot AIO-read a timerfd; the refill then reads each fired slot itself.
-  Rig r(false);
+  PulseTrainRig r(false);
   const Nanos period = 1ms;
   // The window spans start() to the count: an edge due before it opened, or delivered after it
   // closed, would break the upper bound on a slow host (a ThreadSanitizer build saw 205 vs 203).
