@@ -85,8 +85,8 @@ class I8254Pit final : public PortIoDevice {
                                         // the acknowledgement count shows merged: owed (kDelay)
                                         // or lost (kDiscard); not in ticks_injected
     std::uint64_t ticks_injected_by_pit = 0;  // the edges this device sent itself (its timer,
-                                              // owed-tick retries); the rest of ticks_injected
-                                              // came from the pulse train
+                                              // owed-tick retries); ticks_injected is these plus
+                                              // the pulse train's, less the merged ones
     std::uint64_t ack_audits = 0;       // reads of the guest's acknowledgement count
     bool acks_abandoned = false;        // none came in kAcklessEdgesLimit edges: plain edges
     std::uint64_t ticks_owed = 0;       // kDelay backlog right now

@@ -10,7 +10,7 @@
 namespace minivmm::devices {
 namespace {
 
-bool valid_width(std::size_t width) noexcept {
+bool valid_mmio_width(std::size_t width) noexcept {
   return width == 1 || width == 2 || width == 4 || width == 8;
 }
 
@@ -43,7 +43,7 @@ const MmioBus::Range* MmioBus::find(std::uint64_t gpa, std::size_t width) const 
 }
 
 bool MmioBus::read(std::uint64_t gpa, std::span<std::uint8_t> data) noexcept {
-  if (!valid_width(data.size())) {
+  if (!valid_mmio_width(data.size())) {
     bad_width_.fetch_add(1, std::memory_order_relaxed);
     std::memset(data.data(), 0xff, data.size());
     return false;
@@ -60,7 +60,7 @@ bool MmioBus::read(std::uint64_t gpa, std::span<std::uint8_t> data) noexcept {
 }
 
 bool MmioBus::write(std::uint64_t gpa, std::span<const std::uint8_t> data) noexcept {
-  if (!valid_width(data.size())) {
+  if (!valid_mmio_width(data.size())) {
     bad_width_.fetch_add(1, std::memory_order_relaxed);
     return false;
   }

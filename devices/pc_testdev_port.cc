@@ -5,12 +5,12 @@
 namespace minivmm::devices {
 namespace {
 
-bool valid_width(std::size_t w) { return w == 1 || w == 2 || w == 4; }
+bool valid_port_width(std::size_t w) { return w == 1 || w == 2 || w == 4; }
 
 }  // namespace
 
 void PcTestdevPort::read(std::uint16_t offset, std::span<std::uint8_t> data) noexcept {
-  if (!valid_width(data.size())) {
+  if (!valid_port_width(data.size())) {
     ++bad_accesses_;
     std::fill(data.begin(), data.end(), std::uint8_t{0xff});
     return;
@@ -24,7 +24,7 @@ void PcTestdevPort::read(std::uint16_t offset, std::span<std::uint8_t> data) noe
 }
 
 void PcTestdevPort::write(std::uint16_t offset, std::span<const std::uint8_t> data) noexcept {
-  if (!valid_width(data.size())) {
+  if (!valid_port_width(data.size())) {
     ++bad_accesses_;
     return;
   }

@@ -496,8 +496,9 @@ void VirtioBlk::drain_ring_locked() noexcept {
     failures = 0;
     on_uring_completion_locked(c);
   }
-  // wait() submitted whatever was queued, continuations the completions above queued included.
-  ring_queued_ = false;
+  // Every request answered: wait() submitted whatever was queued, continuations included. After
+  // giving up, what is queued stays queued for the next submit.
+  if (free_ops_.size() == ops_.size()) ring_queued_ = false;
 }
 
 VirtioBlkStats VirtioBlk::stats() const {

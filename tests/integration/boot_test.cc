@@ -84,22 +84,18 @@ TEST_P(BootTest, GuestTicksAtRequestedRateAndExitsThroughDebugExit) {
       // per tick, and the loop thread ran none of the PIT's timers.
       const auto& vt = s["vcpu_timers"];
       EXPECT_GE(vt["timer_signals_taken"].get<std::uint64_t>(), injected);
-      // The periodic fast path: a handful of arms, never one per tick. Each catch-up leaves the
-      // grid for a one-shot and rejoins it, two arms: a pass pushed out to min_delta (clamped),
-      // and an owed tick's retry (a late or merged tick, a retry that found IRQ0 busy). This
-      // host runs its vCPU thread a whole period late on 10-25% of ticks at 1000 Hz, even
-      // alone (593 arms for 1000 ticks seen, 280 of them retries), so the bound counts those
-      // episodes instead of a fraction of the ticks. A loop that re-arms per tick exceeds it
-      // unless half its ticks were catch-ups (ThreadTimersTest checks the fast path exactly).
-      const auto& pit = s["devices"]["pit"];
+      // The periodic fast path: a handful of arms, never one per tick, but for two per
+      // catch-up (vcpu_catch_ups). This host runs its vCPU thread a whole period late on
+      // 10-25% of ticks at 1000 Hz, even alone (593 arms for 1000 ticks seen: 226 clamped
+      // passes, 280 retries), so the bound counts those episodes rather than a fraction of the
+      // ticks. A loop that re-arms per tick exceeds it unless half its ticks were catch-ups
+      // (ThreadTimersTest checks the fast path exactly).
       const auto arms = vt["alarm_arms"].get<std::uint64_t>();
-      const auto catch_ups = vt["clamped_deadlines"].get<std::uint64_t>() +
-                             pit["ticks_late"].get<std::uint64_t>() +
-                             pit["ticks_coalesced"].get<std::uint64_t>() +
-                             pit["ticks_merged"].get<std::uint64_t>();
+      const auto catch_ups = vcpu_catch_ups(s);
       EXPECT_LE(arms, 2 * catch_ups + 10) << "periodic fast path is off: " << vt.dump();
-      // No wakeup with nothing due, but for a signal a catch-up's one-shot queued before the
-      // grid was rejoined (timer_settime leaves it queued): at most one per catch-up.
+      // No wakeup with nothing due on a quiet host. One was seen under TSan on a loaded one,
+      // its cause not established (Linux 6.13+ drops a timer signal that a later timer_settime
+      // made stale, so it is not that): allowed only beside catch-ups.
       EXPECT_LE(vt["false_wakeups"].get<std::uint64_t>(), catch_ups) << vt.dump();
       EXPECT_LT(s["loop"]["timers_run"].get<std::uint64_t>(), injected / 10);
       EXPECT_GE(s["vcpu_syscalls"]["rt_sigtimedwait"].get<std::uint64_t>(), injected);
@@ -110,10 +106,11 @@ TEST_P(BootTest, GuestTicksAtRequestedRateAndExitsThroughDebugExit) {
       const auto& pit = s["devices"]["pit"];
       const auto& kt = pit["kernel_train"];
       // The guest's ticks came from the train, less the edges that merged, plus the merged
-      // ones the PIT owed and sent itself (CI once saw 999 train edges).
-      EXPECT_GE(kt["delivered"].get<std::uint64_t>() +
-                    pit["ticks_injected_by_pit"].get<std::uint64_t>(),
-                static_cast<std::uint64_t>(c.ticks))
+      // ones the PIT owed and sent itself (CI once saw 999 train edges): while a train runs,
+      // the PIT sends nothing but what the audit found merged (probes included, each one
+      // owed again if it merged too).
+      EXPECT_LE(pit["ticks_injected_by_pit"].get<std::uint64_t>(),
+                pit["ticks_merged"].get<std::uint64_t>())
           << pit.dump();
       EXPECT_EQ(kt["failures"].get<std::uint64_t>(), 0u);
       EXPECT_EQ(pit["train_starts"].get<std::uint64_t>(), 1u);

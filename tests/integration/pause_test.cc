@@ -111,9 +111,8 @@ TEST_P(BootPauseTest, PausedGuestGetsNoTicksAndNoBurstOnResume) {
   EXPECT_EQ(access(sock.c_str(), F_OK), -1) << "socket file left behind";
   if (GetParam() == "vcpu") {
     const auto& vt = (*res.stats)["vcpu_timers"];
-    // None but the stale signal a late pass's one-shot can leave queued (one per clamp).
-    EXPECT_LE(vt["false_wakeups"].get<std::uint64_t>(),
-              vt["clamped_deadlines"].get<std::uint64_t>());
+    // None on a quiet host; see boot_test.cc for the one seen beside catch-ups.
+    EXPECT_LE(vt["false_wakeups"].get<std::uint64_t>(), vcpu_catch_ups(*res.stats)) << vt.dump();
     EXPECT_GE(vt["alarm_disarms"].get<std::uint64_t>(), 1u) << "the parked vCPU kept its timer";
   }
   if (GetParam() == "kernel") {

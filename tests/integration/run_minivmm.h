@@ -2,6 +2,7 @@
 // stdout (the guest console), stderr (logs and summary) and the --stats JSON.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -57,6 +58,17 @@ const char* guest_image();
 inline constexpr int kUsage = 2;
 inline constexpr int kBadKernel = 4;
 inline constexpr int kGuestSuccess = 1;
+
+// How often a run's vCPU-thread timer left its periodic grid for a one-shot: passes so late that
+// their next tick was already due (clamped to min_delta), and owed-tick retries (the timers it
+// ran beyond the ticks it injected: a late, merged or busy tick sent again). Each episode costs
+// at most two alarm arms, leaving the grid and rejoining it; none happen on a quiet host.
+inline std::uint64_t vcpu_catch_ups(const nlohmann::json& stats) {
+  const auto& vt = stats["vcpu_timers"];
+  const auto ran = vt["timers_run"].get<std::uint64_t>();
+  const auto injected = stats["guest"]["ticks_injected"].get<std::uint64_t>();
+  return vt["clamped_deadlines"].get<std::uint64_t>() + (ran > injected ? ran - injected : 0);
+}
 
 inline int line_count(const std::string& s) {
   int n = 0;

@@ -27,7 +27,7 @@ std::string test_guest(const std::string& name) {
 }
 
 // A zero-filled disk for blk=check; removed by the caller.
-std::string make_disk() {
+std::string make_seccomp_disk() {
   char path[] = "/tmp/minivmm-seccomp-disk-XXXXXX";
   const int fd = ::mkstemp(path);
   EXPECT_GE(fd, 0);
@@ -58,7 +58,7 @@ struct SandboxCase {
 // ctest shows the case by name, not as 176 bytes.
 void PrintTo(const SandboxCase& c, std::ostream* os) { *os << c.name; }
 
-std::string case_name(const ::testing::TestParamInfo<SandboxCase>& info) {
+std::string sandbox_case_name(const ::testing::TestParamInfo<SandboxCase>& info) {
   return info.param.name;
 }
 
@@ -72,7 +72,7 @@ TEST_P(BootSeccompTest, RunsAndTicksUnderItsFilters) {
   SKIP_WITHOUT_KVM();
   const SandboxCase& c = GetParam();
   const bool drive = !c.drive_aio.empty();
-  const std::string disk = drive ? make_disk() : "";
+  const std::string disk = drive ? make_seccomp_disk() : "";
   std::vector<std::string> args{"run", "--kernel",
                                 c.kernel.empty() ? guest_image() : test_guest(c.kernel)};
   args.insert(args.end(), c.args.begin(), c.args.end());
@@ -109,7 +109,7 @@ TEST_P(BootSeccompTest, RunsAndTicksUnderItsFilters) {
   }
 }
 
-const std::string kTicks = "timer=pit hz=250 ticks=100";  // 0.4 s of guest time, then exit
+const std::string kShortRun = "timer=pit hz=250 ticks=100";  // 0.4 s of guest time, then exit
 const std::string kIdle = "timer=pit hz=250 ticks=0";     // ticks until --duration
 
 INSTANTIATE_TEST_SUITE_P(
@@ -118,10 +118,10 @@ INSTANTIATE_TEST_SUITE_P(
         // The defaults: user PIT, loop ticks, ppoll alarm, epoll.
         SandboxCase{"Defaults", {"--cmdline", kIdle}, "", true, "minivmm-guest"},
         SandboxCase{"PitKvmTimerfdPpoll",
-                    {"--cmdline", kTicks, "--pit", "kvm", "--alarm", "timerfd", "--poll", "ppoll"},
+                    {"--cmdline", kShortRun, "--pit", "kvm", "--alarm", "timerfd", "--poll", "ppoll"},
                     "", false, "done 100"},
         SandboxCase{"PitTickVcpuDynticksTimerfdEpoll",
-                    {"--cmdline", kTicks, "--pit-tick", "vcpu", "--alarm", "dynticks", "--poll",
+                    {"--cmdline", kShortRun, "--pit-tick", "vcpu", "--alarm", "dynticks", "--poll",
                      "timerfd-epoll"},
                     "", false, "done 100"},
         SandboxCase{"PitTickKernelPeriodicAuto",
@@ -139,11 +139,11 @@ INSTANTIATE_TEST_SUITE_P(
                     "blk: scratch ok", 1, "threads"},
         SandboxCase{"MultibootTwoCpus", {"--cpus", "2", "--cmdline", "cpus=2"}, "smp", false,
                     "smp: 1 of 1 APs checked in", 2},
-        SandboxCase{"Log", {"--cmdline", kTicks, "--seccomp", "log"}, "", false, "done 100", 1,
+        SandboxCase{"Log", {"--cmdline", kShortRun, "--seccomp", "log"}, "", false, "done 100", 1,
                     "", "log"},
-        SandboxCase{"Off", {"--cmdline", kTicks, "--seccomp", "off", "--pit-tick", "kernel"}, "",
+        SandboxCase{"Off", {"--cmdline", kShortRun, "--seccomp", "off", "--pit-tick", "kernel"}, "",
                     false, "done 100", 1, "", "off"}),
-    case_name);
+    sandbox_case_name);
 
 // --seccomp-selftest=KIND: that thread calls socket(2), in no list, once its filter is in
 // place. The run must end at once with exit code 14 and one line naming the thread kind and
@@ -155,7 +155,7 @@ TEST_P(BootSeccompSelftest, ForbiddenSyscallEndsTheRunWithTheReport) {
   const std::string& kind = GetParam();
   // A drive on a worker thread, so the blk worker exists (for every kind); aio=threads, since
   // io_uring needs none.
-  const std::string disk = make_disk();
+  const std::string disk = make_seccomp_disk();
   const RunResult r =
       run_minivmm({"run", "--kernel", guest_image(), "--cmdline", kIdle, "--duration", "20",
                    "--drive", disk + ",aio=threads", "--seccomp-selftest", kind},
@@ -178,7 +178,7 @@ TEST_P(BootSeccompSelftest, ForbiddenSyscallEndsTheRunWithTheReport) {
 TEST_P(BootSeccompSelftest, WithTheFilterOffTheSameSyscallIsAllowed) {
   SKIP_WITHOUT_KVM();
   const std::string& kind = GetParam();
-  const std::string disk = make_disk();
+  const std::string disk = make_seccomp_disk();
   const RunResult r =
       run_minivmm({"run", "--kernel", guest_image(), "--cmdline", kIdle, "--duration", "0.5",
                    "--drive", disk + ",aio=threads", "--seccomp-selftest", kind, "--seccomp",

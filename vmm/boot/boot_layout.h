@@ -20,6 +20,8 @@
 namespace minivmm::vmm {
 
 inline constexpr std::uint64_t kPageSize = 0x1000;
+// The end of what a 32-bit boot protocol entry point or initrd pointer can address.
+inline constexpr std::uint64_t k4GiB = 1ull << 32;
 
 inline constexpr std::uint64_t kGdtAddr = 0x1000;
 inline constexpr std::uint64_t kTssAddr = 0x1080;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "vmm/boot/boot_error.h"
+#include "vmm/boot/boot_layout.h"
 #include "vmm/boot/boot_params.h"
 #include "vmm/boot/boot_placement.h"
 #include "vmm/boot/e820.h"
@@ -25,7 +26,6 @@ constexpr std::uint64_t k64BitEntryOffset = 0x200;
 // subtracts. Only the 16-bit setup code reads it, and we skip that code, but boot.rst asks
 // every loader to set CAN_USE_HEAP with a sane value for protocol 2.01+.
 constexpr std::uint16_t kHeapEndPtr = 0xfe00;
-constexpr std::uint64_t k4GiB = 1ull << 32;
 
 std::string protocol_string(std::uint16_t version) {
   return std::to_string(version >> 8) + "." + std::to_string(version & 0xff);

@@ -21,7 +21,6 @@ constexpr std::uint64_t kStartInfoAddr = kBootInfoAddr;
 constexpr std::uint64_t kModlistAddr = kBootInfoAddr + 0x40;
 constexpr std::uint64_t kMemmapAddr = kBootInfoAddr + 0x80;
 constexpr std::uint64_t kMaxMemmapEntries = (kPageSize - 0x80) / sizeof(HvmMemmapTableEntry);
-constexpr std::uint64_t k4GiB = 1ull << 32;
 
 // Linux emits the entry with .long (4 bytes) or, in older trees, _ASM_PTR (8 bytes on x86-64).
 std::uint64_t read_pvh_entry(const ElfFile& elf) {

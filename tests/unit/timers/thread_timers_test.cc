@@ -194,13 +194,14 @@ TEST(ThreadTimersTest, PeriodicTimerArmsTheHostTimerOnce) {
   // the next tick is already due (clamped: on a loaded host, ASan at ctest -j3 beside KVM
   // tests, that was every other tick). Every other pass skips the arm; the fast path off would
   // arm once per tick with nothing clamped.
-  const auto catch_up_arms = 1 + 2 * s.passes.clamped;
-  EXPECT_LE(s.passes.arms, catch_up_arms) << "a rearm per tick: the fast path is off";
-  EXPECT_GE(s.passes.arms_skipped + catch_up_arms, s.passes.timers_run);
-  // None on a quiet host. A pass so late that it leaves the grid arms a one-shot; when the grid
-  // is rejoined, a signal that one-shot already queued stays queued (timer_settime does not
-  // withdraw it) and wakes the thread early: at most one per clamp (CI under TSan saw one).
-  EXPECT_LE(s.passes.false_wakeups, s.passes.clamped);
+  EXPECT_LE(s.passes.arms, 1 + 2 * s.passes.clamped)
+      << "a rearm per tick: the fast path is off (" << s.passes.arms << " arms, "
+      << s.passes.clamped << " clamped, " << s.passes.timers_run << " run)";
+  // None on a quiet host. One was seen under TSan on a loaded one (CI), its cause not
+  // established: Linux 6.13+ drops a timer signal that a later timer_settime made stale, so it
+  // is not a one-shot's leftover. Allowed only beside clamped passes.
+  EXPECT_LE(s.passes.false_wakeups, s.passes.clamped)
+      << s.passes.false_wakeups << " false wakeups, " << s.passes.clamped << " clamped";
   EXPECT_GE(s.signals_taken, s.passes.timers_run / 2);
 }
 

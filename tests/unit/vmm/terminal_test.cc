@@ -61,8 +61,8 @@ class TerminalTest : public ::testing::Test {
   timers::PollTimeoutAlarm alarm_;
   timers::Dynticks dynticks_{alarm_, mono_, {}};
   loop::EventLoop loop_{loop::make_poller(loop::PollerKind::kPpoll), dynticks_};
-  testing::FakeIrqLine irq_;
-  testing::VectorSink sink_;
+  minivmm::testing::FakeIrqLine irq_;
+  minivmm::testing::VectorSink sink_;
   devices::Uart16550 uart_{irq_, sink_};
   std::unique_ptr<devices::ConsoleInput> input_;
 };
@@ -90,8 +90,8 @@ void die_raw(int slave, int how) {
   timers::PollTimeoutAlarm alarm;
   timers::Dynticks dynticks{alarm, mono, {}};
   loop::EventLoop loop{loop::make_poller(loop::PollerKind::kPpoll), dynticks};
-  testing::FakeIrqLine irq;
-  testing::VectorSink sink;
+  minivmm::testing::FakeIrqLine irq;
+  minivmm::testing::VectorSink sink;
   devices::Uart16550 uart{irq, sink};
   devices::ConsoleInputOptions o;
   o.fd = slave;
