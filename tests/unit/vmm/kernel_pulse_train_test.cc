@@ -124,11 +124,13 @@ TEST(KernelPulseTrainTest, TheTurnHookRunsAfterEachRefillHalfwayBetweenEdges) {
   PulseTrainRig r;
   const Nanos period = 1ms;
   std::vector<Nanos> turns;
+  std::vector<Nanos> armed;  // the next refill's deadline, as each turn left it
   // The hook may call back into the train (the PIT reads delivered() from it): no lock held.
   std::uint64_t seen = 0;
   r.train.set_turn_hook([&](Nanos now) {
     turns.push_back(now);
     seen = r.train.delivered();
+    if (const auto next = r.list.next_deadline()) armed.push_back(*next);
   });
   const Nanos first = r.vm.now() + period;
   ASSERT_TRUE(r.train.start(first, period));
@@ -138,14 +140,14 @@ TEST(KernelPulseTrainTest, TheTurnHookRunsAfterEachRefillHalfwayBetweenEdges) {
   ASSERT_EQ(turns.size(), s.refills - 1);
   ASSERT_GE(turns.size(), 3u);
   EXPECT_GT(seen, 0u);
-  // Each refill after the first was armed for the middle of a period; it runs a little later,
-  // by the pump's 300 us step and the host's latency: mostly still in the second half.
-  int mid = 0;
-  for (const Nanos t : turns) {
-    const Nanos phase = (t - first) % period;
-    if (phase >= period / 2 && phase < period) ++mid;
+  // Each refill is armed for the middle of a period, after now. When it runs depends on the
+  // pump's 300 us step and on the host (ASan at ctest -j3 ran three of five in the first half),
+  // so the deadlines are checked, not the run times.
+  ASSERT_EQ(armed.size(), turns.size()) << "a turn left no refill armed";
+  for (std::size_t i = 0; i < armed.size(); ++i) {
+    EXPECT_EQ((armed[i] - first) % period, period / 2) << "refill " << i << " not mid-period";
+    EXPECT_GT(armed[i], turns[i]) << "refill " << i << " armed in the past";
   }
-  EXPECT_GE(2 * mid, static_cast<int>(turns.size())) << "refills not armed mid-period";
 }
 
 TEST(KernelPulseTrainTest, StopUnbindsAndNothingArrivesAfterwards) {
