@@ -488,7 +488,7 @@ void VirtioBlk::drain_ring_locked() noexcept {
       log::error("drive {}: io_uring wait: {}", file_.path(), std::strerror(errno));
       if (++failures == 100) {
         log::error("drive {}: {} requests left on the ring", file_.path(),
-                      ops_.size() - free_ops_.size());
+                   ops_.size() - free_ops_.size());
         break;
       }
       continue;

@@ -2,9 +2,10 @@
 # Sets up a fresh machine and runs the whole test suite in three builds: the release build users
 # run (the KVM boot tests and the command-line tests against the shipped binary), one under
 # AddressSanitizer + UndefinedBehaviorSanitizer (clang: every test but the density test, and the
-# libFuzzer targets), one under ThreadSanitizer (the unit tests and the KVM tests that cover every thread). KVM boot
-# tests (label kvm) run wherever /dev/kvm opens and skip with a message elsewhere. Build dirs:
-# build-release/, build-asan/, build-tsan/ (build/ stays the developer's, scripts/run.sh's).
+# libFuzzer targets), one under ThreadSanitizer (the unit tests and the KVM tests that cover
+# every thread). KVM boot tests (label kvm) run wherever /dev/kvm opens and skip with a message
+# elsewhere. Build dirs: build-release/, build-asan/, build-tsan/ (build/ stays the developer's,
+# scripts/run.sh's).
 #
 # The budget is 10 minutes on 2 cores, and compiling is most of it, so each test is compiled
 # where it runs: the unit tests only in the two sanitizer builds (which run all of them), the
@@ -32,14 +33,21 @@ stage() {  # NAME COMMAND...: runs it and says how long it took
   echo "== $name: $((SECONDS - t)) s"
 }
 
-# run_suite DIR EXCLUDE CMAKE_ARGS...: EXCLUDE is a ctest -E regex of tests the build skips
-# (a never-matching one for none).
-run_suite() {
-  local dir=$1 exclude=$2
-  shift 2
+# build_suite DIR CMAKE_ARGS...: configures and builds DIR (never the benchmarks).
+build_suite() {
+  local dir=$1
+  shift
   echo "== configure and build ($dir): $*"
   cmake -S . -B "$dir" -G Ninja -DMINIVMM_WERROR=ON -DMINIVMM_BUILD_BENCH=OFF "$@" >/dev/null
   stage "build ($dir)" cmake --build "$dir" -j "$jobs"
+}
+
+# run_suite DIR EXCLUDE CMAKE_ARGS...: builds DIR and runs its tests, but for the slow labels
+# and those matching the ctest -E regex EXCLUDE (a never-matching one for none).
+run_suite() {
+  local dir=$1 exclude=$2
+  shift 2
+  build_suite "$dir" "$@"
   echo "== test ($dir)"
   stage "test ($dir)" bash -c "cd '$dir' && ctest -j '$test_jobs' --output-on-failure \
     -LE 'linux|fuzz|kvm-unit-tests' -E '$exclude'"
@@ -86,15 +94,12 @@ fi
 # submitting to io_uring and reaping it, a driver reset draining it from the vCPU; the worker).
 # halt_on_error: a race fails the test that found it.
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}"
-echo "== configure and build (build-tsan): ThreadSanitizer"
-cmake -S . -B build-tsan -G Ninja -DMINIVMM_WERROR=ON -DCMAKE_BUILD_TYPE=Debug \
-  -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DMINIVMM_SANITIZE=thread -DMINIVMM_BUILD_BENCH=OFF \
-  -DMINIVMM_BUILD_UNIT_TESTS=ON -DCMAKE_UNITY_BUILD=ON >/dev/null
-stage "build (build-tsan)" cmake --build build-tsan -j "$jobs"
+build_suite build-tsan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
+  -DMINIVMM_SANITIZE=thread -DMINIVMM_BUILD_UNIT_TESTS=ON -DCMAKE_UNITY_BUILD=ON
 echo "== test (build-tsan)"
-t=$SECONDS
-(cd build-tsan && ctest -j "$test_jobs" --output-on-failure -L '^unit$' -E '^BadInput|^KernelPulseTrainTest')
-(cd build-tsan && ctest -j "$test_jobs" --output-on-failure -L kvm \
-  -R '^PitTick/BootPauseTest|^BootDurationTest|^Signals/BootSignalTest.*\(15,|^ThreadKinds/BootSeccompSelftest\.Forbidden|^Modes/BootSeccompTest.*Drive')
-echo "== test (build-tsan): $((SECONDS - t)) s"
+tsan_kvm='^PitTick/BootPauseTest|^BootDurationTest|^Signals/BootSignalTest.*\(15,'
+tsan_kvm+='|^ThreadKinds/BootSeccompSelftest\.Forbidden|^Modes/BootSeccompTest.*Drive'
+stage "test (build-tsan)" bash -c "cd build-tsan &&
+  ctest -j '$test_jobs' --output-on-failure -L '^unit$' -E '^BadInput|^KernelPulseTrainTest' &&
+  ctest -j '$test_jobs' --output-on-failure -L kvm -R '$tsan_kvm'"
 echo "== all: $((SECONDS - started)) s"

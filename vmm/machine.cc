@@ -233,8 +233,8 @@ Machine::Machine(Config config)
           throw VmmError(ExitCode::kHostFailure,
                          "--drive " + spec.path + ",aio=io_uring: " + why);
         } else {
-          log::info("drive {}: io_uring unavailable ({}); a worker thread serves it",
-                       spec.path, why);
+          log::info("drive {}: io_uring unavailable ({}); a worker thread serves it", spec.path,
+                    why);
         }
       }
       if (!blk) {
