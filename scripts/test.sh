@@ -99,6 +99,7 @@ build_suite build-tsan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1
 echo "== test (build-tsan)"
 tsan_kvm='^PitTick/BootPauseTest|^BootDurationTest|^Signals/BootSignalTest.*\(15,'
 tsan_kvm+='|^ThreadKinds/BootSeccompSelftest\.Forbidden|^Modes/BootSeccompTest.*Drive'
+tsan_kvm+='|^Modes/BootControlStormTest'
 stage "test (build-tsan)" bash -c "cd build-tsan &&
   ctest -j '$test_jobs' --output-on-failure -L '^unit$' -E '^BadInput|^KernelPulseTrainTest' &&
   ctest -j '$test_jobs' --output-on-failure -L kvm -R '$tsan_kvm'"

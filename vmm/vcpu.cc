@@ -209,27 +209,8 @@ void Vcpu::kick() noexcept {
   if (pthread_) pthread_kill(*pthread_, kick_signal());
 }
 
-void Vcpu::pause() {
-  std::unique_lock lock(mu_);
-  if (state_ != State::kRunning) return;
-  pause_requested_ = true;
-  kick();
-  cv_.wait(lock, [&] { return state_ != State::kRunning; });
-}
-
-void Vcpu::resume() {
-  std::lock_guard lock(mu_);
-  pause_requested_ = false;
-  if (state_ == State::kPaused) state_ = State::kRunning;
-  cv_.notify_all();
-}
-
 void Vcpu::request_stop() noexcept {
-  stop_ = true;
-  {
-    std::lock_guard lock(mu_);
-    cv_.notify_all();
-  }
+  gate_.request_stop();
   if (run_) kick();
 }
 
@@ -273,7 +254,7 @@ void Vcpu::thread_main() {
   } catch (const std::exception& e) {
     log::error("{}", e.what());
     on_stop_(ExitCode::kHostFailure, "vCPU thread could not be pinned");
-    stop_ = true;
+    gate_.request_stop();
   }
 
   if (timers_) {
@@ -284,14 +265,15 @@ void Vcpu::thread_main() {
       log::error("vcpu{}: cannot host its timers: {}", index_, e.what());
       on_stop_(ExitCode::kHostFailure, "vCPU timers failed");
       timers_ = nullptr;
-      stop_ = true;
+      gate_.request_stop();
     }
   }
-  if (!stop_ && steady_state_hook_ && !steady_state_hook_()) {
+  if (!gate_.stop_requested() && steady_state_hook_ && !steady_state_hook_()) {
     on_stop_(ExitCode::kHostFailure, "vCPU thread could not be sandboxed");
-    stop_ = true;
+    gate_.request_stop();
   }
-  if (!stop_ && !run_loop()) {
+  gate_.started();
+  if (!gate_.stop_requested() && !run_loop()) {
     log::error("vcpu{}: its timers failed: {}", index_, std::strerror(errno));
     on_stop_(ExitCode::kHostFailure, "vCPU timers failed");
   }
@@ -305,9 +287,7 @@ void Vcpu::thread_main() {
     std::lock_guard lock(kick_mu_);
     pthread_.reset();
   }
-  std::lock_guard lock(mu_);
-  state_ = State::kFinished;
-  cv_.notify_all();
+  gate_.finished();
 }
 
 void Vcpu::set_kvm_signal_mask() {
@@ -329,18 +309,13 @@ void Vcpu::set_kvm_signal_mask() {
 }
 
 bool Vcpu::run_loop() {
-  while (!stop_.load(std::memory_order_acquire)) {
-    if (pause_requested_.load(std::memory_order_acquire)) {
+  while (!gate_.stop_requested()) {
+    if (gate_.pause_requested()) {
       // Parked: no expiry is wanted until resume (vm_clock stops too), so disarm.
-      if (timers_ && !timers_->suspend()) return false;
-      {
-        std::unique_lock lock(mu_);
-        state_ = State::kPaused;
-        cv_.notify_all();
-        cv_.wait(lock, [&] { return !pause_requested_ || stop_; });
-        if (state_ == State::kPaused) state_ = State::kRunning;
+      if (!gate_.park([this] { return !timers_ || timers_->suspend(); },
+                      [this] { return !timers_ || timers_->resume(); })) {
+        return false;
       }
-      if (timers_ && !timers_->resume()) return false;
       continue;
     }
     __atomic_store_n(&run_->immediate_exit, 0, __ATOMIC_SEQ_CST);
@@ -348,7 +323,7 @@ bool Vcpu::run_loop() {
     // earlier left its mark for before_wait() to apply.
     if (timers_ && !timers_->before_wait()) return false;
     // A kick between the checks above and here set immediate_exit again: re-check.
-    if (stop_ || pause_requested_) continue;
+    if (gate_.stop_requested() || gate_.pause_requested()) continue;
     kvm_run_calls_.fetch_add(1, std::memory_order_relaxed);
     timers::thread_syscalls().add(timers::Syscall::kIoctl);
     const int r = ::ioctl(fd_.get(), KVM_RUN, 0);

@@ -17,7 +17,6 @@
 
 #include <array>
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -32,6 +31,7 @@
 #include "vmm/exit_code.h"
 #include "vmm/thread_usage.h"
 #include "vmm/unique_fd.h"
+#include "vmm/vcpu_run_gate.h"
 #include "vmm/vm.h"
 #include "vmm/x86_boot_state.h"
 
@@ -100,9 +100,10 @@ class Vcpu {
   // re-reads its hosted timers' deadline. The wake of another thread's timer arm.
   void interrupt() noexcept { kick(); }
   // Kicks the vCPU out of KVM_RUN and waits until it is parked; no guest instruction runs
-  // until resume().
-  void pause();
-  void resume();
+  // until resume(), which returns once the vCPU runs again (vcpu_run_gate.h has the protocol).
+  // Before start(), pause() makes the vCPU park before its first KVM_RUN.
+  void pause() { gate_.pause([this] { kick(); }); }
+  void resume() { gate_.resume(); }
   // Asks the thread to finish (from any thread, the vCPU thread included); join() waits.
   void request_stop() noexcept;
   void join();
@@ -111,8 +112,6 @@ class Vcpu {
   int index() const noexcept { return index_; }
 
  private:
-  enum class State { kRunning, kPaused, kFinished };
-
   void set_cpuid(const std::vector<kvm_cpuid_entry2>& cpuid);
   void set_msrs_and_fpu();
   void set_lint(bool extint_on_lint0);
@@ -150,12 +149,7 @@ class Vcpu {
   // Written by the thread as it finishes (ctx_mu_): /proc has no entry for it after that.
   mutable std::mutex ctx_mu_;
   ContextSwitches final_ctx_;
-  std::atomic<bool> stop_{false};
-  std::atomic<bool> pause_requested_{false};
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  State state_ = State::kRunning;  // guarded by mu_
+  VcpuRunGate gate_;
 
   std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(VcpuExit::kCount)> exits_{};
   std::atomic<std::uint64_t> unmapped_mmio_{0};

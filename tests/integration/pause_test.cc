@@ -11,46 +11,13 @@
 #include <string>
 #include <thread>
 
+#include "control_client.h"
 #include "run_minivmm.h"
 
 namespace minivmm::testing {
 namespace {
 
 using namespace std::chrono_literals;
-
-class ControlClient {
- public:
-  explicit ControlClient(const std::string& path) {
-    for (int i = 0; i < 250 && fd_ < 0; ++i) {
-      const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      sockaddr_un addr{};
-      addr.sun_family = AF_UNIX;
-      std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
-      if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-        fd_ = fd;
-      } else {
-        close(fd);
-        std::this_thread::sleep_for(20ms);  // the VMM is still starting
-      }
-    }
-  }
-  ~ControlClient() {
-    if (fd_ >= 0) close(fd_);
-  }
-  bool connected() const { return fd_ >= 0; }
-
-  nlohmann::json call(const std::string& cmd) {
-    const std::string line = R"({"cmd":")" + cmd + "\"}\n";
-    if (write(fd_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) return {};
-    std::string reply;
-    char c;
-    while (read(fd_, &c, 1) == 1 && c != '\n') reply += c;
-    return nlohmann::json::parse(reply, nullptr, false);
-  }
-
- private:
-  int fd_ = -1;
-};
 
 std::uint64_t ticks(const nlohmann::json& reply) {
   return reply["stats"]["guest"]["ticks_injected"].get<std::uint64_t>();

@@ -43,7 +43,7 @@ std::optional<std::string> kvm_unavailable_reason() {
   return std::nullopt;
 }
 
-Child start_minivmm(const std::vector<std::string>& args, bool with_stats) {
+Child start_minivmm(const std::vector<std::string>& args, bool with_stats, bool console_to_file) {
   Child c;
   c.out_path = temp_path("out");
   c.err_path = temp_path("err");
@@ -63,7 +63,7 @@ Child start_minivmm(const std::vector<std::string>& args, bool with_stats) {
   c.pid = fork();
   if (c.pid == 0) {
     const int in = open("/dev/null", O_RDONLY);
-    const int out = open(c.out_path.c_str(), O_WRONLY | O_TRUNC);
+    const int out = open(console_to_file ? c.out_path.c_str() : "/dev/null", O_WRONLY | O_TRUNC);
     const int err = open(c.err_path.c_str(), O_WRONLY | O_TRUNC);
     dup2(in, 0);
     dup2(out, 1);
