@@ -88,7 +88,7 @@ SeccompSandbox make_sandbox(const Config& c) {
 
 }  // namespace
 
-Machine::Machine(Config config)
+Machine::Machine(Config config, std::function<void()> open_outputs)
     : config_(std::move(config)),
       kernel_image_(read_file(config_.kernel_path, to_int(ExitCode::kBadKernel))),
       initrd_image_(config_.initrd_path.empty()
@@ -104,6 +104,7 @@ Machine::Machine(Config config)
       loop_(std::make_unique<loop::EventLoop>(make_loop_poller(config_), *dynticks_)),
       control_(make_control_socket()),
       drive_files_(open_drives(config_)),
+      outputs_open_((open_outputs ? open_outputs() : void(), true)),
       kvm_(),
       vm_(kvm_, ram_.memory()),
       sandbox_(make_sandbox(config_)),

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -65,8 +66,10 @@ class Machine {
   // Reads the kernel and initrd and loads them into guest RAM, binds the control socket, and
   // only then opens KVM and builds the VM and its devices: every check of user input comes
   // before /dev/kvm, so bad input gets its own exit code on any machine.
+  // `open_outputs` runs once every input has been judged (kernel, initrd, socket path,
+  // drives), before /dev/kvm is opened: the files the run will write are opened only then.
   // Throws VmmError (with the exit code to use) on any setup failure.
-  explicit Machine(Config config);
+  explicit Machine(Config config, std::function<void()> open_outputs = nullptr);
   ~Machine();
   Machine(const Machine&) = delete;
   Machine& operator=(const Machine&) = delete;
@@ -115,6 +118,7 @@ class Machine {
   // --drive files, opened (and checked) before /dev/kvm so that a bad one is an image error
   // even where KVM is missing; handed to their VirtioBlk devices in the constructor.
   std::vector<devices::BlockFile> drive_files_;
+  bool outputs_open_ = false;  // after every input check, before KVM
 
   Kvm kvm_;
   Vm vm_;

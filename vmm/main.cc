@@ -1,18 +1,21 @@
 // minivmm: command line, logging, and the process exit code. Everything else is in Machine.
 #include <CLI/CLI.hpp>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <iostream>
 
 #include "devices/log.h"
 #include "vmm/crash_signals.h"
 #include "vmm/machine.h"
+#include "vmm/output_file.h"
 #include "vmm/size_parser.h"
 #include "vmm/virtio_mmio_devices.h"
 #include "vmm/vmm_error.h"
@@ -33,24 +36,32 @@ CLI::Validator enum_validator(Parse parse, const char* what) {
       "", what);
 }
 
-int write_stats(const minivmm::vmm::RunReport& report, const std::string& path) {
-  const std::string text = report.to_json().dump(2) + "\n";
-  if (path == "-") {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
-    return 0;
+// The report, whole, to the --stats target; a failure is said, not swallowed.
+bool write_stats(const minivmm::vmm::RunReport& report, minivmm::vmm::OutputFile& out) {
+  std::string why;
+  if (out.write(report.to_json().dump(2) + "\n", why)) return true;
+  minivmm::log::error("--stats: cannot write the report to '{}': {}", out.path(), why);
+  return false;
+}
+
+// A standard fd the caller left closed (`minivmm ... >&-`) would be taken by the next open():
+// the guest console or the --stats report would then be written into /dev/kvm or an eventfd.
+// Each closed one is plugged with /dev/null; the return says which were closed.
+std::array<bool, 3> plug_closed_std_fds() {
+  std::array<bool, 3> closed{};
+  for (int fd = 0; fd < 3; ++fd) {
+    if (::fcntl(fd, F_GETFD) >= 0 || errno != EBADF) continue;
+    closed[static_cast<std::size_t>(fd)] = true;
+    const int plug = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);  // lowest free: fd
+    if (plug >= 0 && plug != fd) ::close(plug);
   }
-  std::ofstream out(path);
-  if (!out || !(out << text)) {
-    minivmm::log::error("cannot write stats to '{}'", path);
-    return 1;
-  }
-  return 0;
+  return closed;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  const std::array<bool, 3> closed_std_fds = plug_closed_std_fds();
   // Console output piped into `head` must not kill the VMM; the sink counts EPIPE instead.
   std::signal(SIGPIPE, SIG_IGN);
   minivmm::vmm::install_crash_signal_handlers();  // a crash gives the terminal back
@@ -244,17 +255,6 @@ int main(int argc, char** argv) {
     c.cpu_affinity = *affinity;
   }
 
-  // The stats file is user input too: fail now, not after a long run whose figures would be lost.
-  // Created (empty) here, written at the end.
-  if (!c.stats_path.empty() && c.stats_path != "-") {
-    std::FILE* f = std::fopen(c.stats_path.c_str(), "we");
-    if (f == nullptr) {
-      std::fprintf(stderr, "minivmm: error: --stats: cannot write '%s': %s\n",
-                   c.stats_path.c_str(), std::strerror(errno));
-      return to_int(ExitCode::kUsage);
-    }
-    std::fclose(f);
-  }
   c.virtio_console = console == "virtio";
   c.seccomp = *minivmm::vmm::parse_seccomp_mode(seccomp);
   if (!seccomp_selftest.empty()) {
@@ -282,12 +282,31 @@ int main(int argc, char** argv) {
     return to_int(ExitCode::kUsage);
   }
 
+  if (run->count("--api-socket") > 0 && c.api_socket.empty()) {
+    std::fprintf(stderr, "minivmm: error: --api-socket: the path is empty\n");
+    return to_int(ExitCode::kUsage);
+  }
+
   try {
-    minivmm::vmm::Machine machine(c);
+    // The stats file is judged with the other inputs (it is never one of them), opened once
+    // they all passed and written whole at the end (vmm/output_file.h).
+    minivmm::vmm::OutputFile stats;
+    if (run->count("--stats") > 0) {
+      if (c.stats_path == "-" && closed_std_fds[1]) {
+        std::fprintf(stderr, "minivmm: error: --stats -: stdout is closed\n");
+        return to_int(ExitCode::kUsage);
+      }
+      std::vector<minivmm::vmm::InputFile> inputs{{"--kernel", c.kernel_path}};
+      if (!c.initrd_path.empty()) inputs.push_back({"--initrd", c.initrd_path});
+      for (const auto& d : c.drives) inputs.push_back({"--drive", d.path});
+      if (!c.api_socket.empty()) inputs.push_back({"--api-socket", c.api_socket});
+      stats = minivmm::vmm::OutputFile::check("--stats", c.stats_path, inputs);
+    }
+    minivmm::vmm::Machine machine(c, [&] { stats.open(); });
     const int status = machine.run();
     const auto& report = machine.report();
     if (!c.quiet_summary) std::fputs(report.to_text().c_str(), stderr);
-    if (!c.stats_path.empty() && write_stats(report, c.stats_path) != 0) {
+    if (stats.kind() != minivmm::vmm::OutputFile::Kind::kNone && !write_stats(report, stats)) {
       return to_int(ExitCode::kHostFailure);
     }
     return status;

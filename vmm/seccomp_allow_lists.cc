@@ -64,11 +64,13 @@ void allow_pulse_train(SyscallAllowList& l, const SeccompFacts& facts) {
 
 SyscallAllowList loop_allow_list(const SeccompFacts& facts) {
   SyscallAllowList l = common_list(facts);
-  // fds: console input and eventfds (read), wakes and output (write), the stats file and
+  // fds: console input and eventfds (read), wakes and output (write), and
   // /proc/self/task/N/status for the per-thread context switches (openat, fstat, read, close).
-  // libstdc++'s ofstream writes the stats with writev.
-  l.allow({SYS_read, SYS_close, SYS_openat, SYS_fstat, SYS_newfstatat, SYS_lseek, SYS_getrusage,
-           SYS_writev});
+  l.allow({SYS_read, SYS_close, SYS_openat, SYS_fstat, SYS_newfstatat, SYS_lseek, SYS_getrusage});
+  // The --stats report at the end (vmm/output_file.h): a regular file is written beside its
+  // target (openat) and renamed onto it, the temporary removed if that fails; a FIFO or a
+  // terminal that takes nothing for a while is waited for, bounded (poll).
+  l.allow({SYS_rename, SYS_renameat, SYS_renameat2, SYS_unlink, SYS_unlinkat, SYS_poll, SYS_ppoll});
   // The report: how much of guest RAM the host backed (GuestRamMapping::resident_bytes).
   l.allow(SYS_mincore);
   // Kicking vCPUs out of KVM_RUN (pthread_kill: tgkill).

@@ -237,9 +237,11 @@ std::vector<CliCase> cli_cases() {
        std::vector<std::string>{"--cmdline", "--initrd", "--api-socket", "--stats"}) {
     c.push_back({{opt + "="}, kUsage});
   }
+  // A path given empty is a mistake, not "none" (issue 20): the socket and the report.
+  c.push_back({{"--api-socket", ""}, kUsage});
+  c.push_back({{"--stats", ""}, kUsage});
   // Accepted values: the empty kernel is what fails. An empty word means "none".
   c.push_back({{"--initrd", ""}, kBadKernel});
-  c.push_back({{"--api-socket", ""}, kBadKernel});
   c.push_back({{"--cmdline", ""}, kBadKernel});
   c.push_back({{"--duration=0"}, kBadKernel});
   c.push_back({{"--pit=kvm"}, kBadKernel});

@@ -2,10 +2,14 @@
 // crash. These need no KVM (every check of user input happens before /dev/kvm is opened).
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
+#include <iterator>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "run_minivmm.h"
 
@@ -139,6 +143,84 @@ TEST(BadInputTest, BadMultibootImageFailsBeforeKvm) {
   EXPECT_EQ(r.exit_code, kBadKernel) << r.err;
   EXPECT_NE(r.err.find("multiboot"), std::string::npos) << r.err;
   EXPECT_EQ(line_count(r.err), 1) << r.err;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output files (issue 20): judged with the inputs, never one of them, opened only after every
+// input check passed, and an existing report left alone by a run that fails its checks.
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::string copy_of_guest() {
+  const std::string path = write_temp("");
+  std::ofstream(path, std::ios::binary) << read_all(guest_image());
+  return path;
+}
+
+TEST(BadInputTest, StatsOntoTheKernelIsRefusedAndTheKernelKept) {
+  const std::string kernel = copy_of_guest();
+  const std::string before = read_all(kernel);
+  const std::string link = kernel + ".link";
+  ASSERT_EQ(symlink(kernel.c_str(), link.c_str()), 0);
+  for (const std::string& stats : {kernel, link}) {
+    const RunResult r = run_minivmm({"run", "--kernel", kernel, "--stats", stats}, false);
+    EXPECT_EQ(r.exit_code, kUsage) << r.err;
+    EXPECT_NE(r.err.find("--kernel"), std::string::npos) << r.err;
+    EXPECT_EQ(line_count(r.err), 1) << r.err;
+    EXPECT_EQ(read_all(kernel), before) << "the kernel was overwritten through " << stats;
+  }
+  unlink(link.c_str());
+  unlink(kernel.c_str());
+}
+
+TEST(BadInputTest, StatsOntoADriveOrTheInitrdIsRefusedAndTheFileKept) {
+  const std::string disk = write_temp(std::string(4096, 'd'));
+  const std::string initrd = write_temp(std::string(512, 'i'));
+  for (const auto& [extra, victim] :
+       std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--drive", disk + ",ro"}, disk}, {{"--initrd", initrd}, initrd}}) {
+    const std::string before = read_all(victim);
+    std::vector<std::string> args{"run", "--kernel", guest_image(), "--stats", victim};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const RunResult r = run_minivmm(args, false);
+    EXPECT_EQ(r.exit_code, kUsage) << r.err;
+    EXPECT_EQ(line_count(r.err), 1) << r.err;
+    EXPECT_EQ(read_all(victim), before);
+  }
+  unlink(disk.c_str());
+  unlink(initrd.c_str());
+}
+
+TEST(BadInputTest, AnExistingReportIsLeftAloneByARunThatFailsItsChecks) {
+  const std::string report = write_temp("the previous report\n");
+  // A usage error (exit 2) and a bad kernel (exit 4), each after --stats was judged fine.
+  const std::string bad_kernel = write_temp(std::string(8192, 'x'));
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"run", "--kernel", guest_image(), "--stats", report, "--memory", "1T"},
+           {"run", "--kernel", bad_kernel, "--stats", report}}) {
+    const RunResult r = run_minivmm(args, false);
+    EXPECT_NE(r.exit_code, 0) << r.err;
+    EXPECT_EQ(read_all(report), "the previous report\n") << r.err;
+  }
+  unlink(bad_kernel.c_str());
+  unlink(report.c_str());
+}
+
+TEST(BadInputTest, StatsToAFifoWithoutAReaderIsAUsageErrorNotAHang) {
+  char dir[] = "/tmp/minivmm-fifo-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string fifo = std::string(dir) + "/stats";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const RunResult r =
+      run_minivmm({"run", "--kernel", guest_image(), "--stats", fifo}, false, 20);
+  EXPECT_EQ(r.term_signal, 0) << "hung opening the FIFO";
+  EXPECT_EQ(r.exit_code, kUsage) << r.err;
+  EXPECT_NE(r.err.find("nobody reads"), std::string::npos) << r.err;
+  unlink(fifo.c_str());
+  rmdir(dir);
 }
 
 }  // namespace
