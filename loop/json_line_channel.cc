@@ -116,7 +116,9 @@ bool JsonLineChannel::handle_line(std::string_view line) {
     } else {
       parsed = nlohmann::json::parse(line);
     }
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
+    // The base class: a number too big for a double ("1e309", 400 digits) is out_of_range,
+    // not parse_error, and must not cross the event loop (issue 20).
     error = e.what();
   }
   if (error.empty()) {

@@ -4,10 +4,10 @@
 //
 // Input: bytes are split at '\n' (a trailing '\r' is dropped, blank lines are skipped); each
 // line is parsed and handed to `message`, or to `bad_line` if it is not JSON (a line with a NUL
-// byte never is). A line longer than `max_line` bytes (not counting the newline) gets no
-// parse: `overlong` is told, and the channel closes (a client that sends 4 KiB without a
-// newline is not speaking this protocol, and discarding the rest of an unbounded line would
-// mean reading it all).
+// byte never is) or holds a number no double can hold (1e309: the parser's out_of_range). A
+// line longer than `max_line` bytes (not counting the newline) gets no parse: `overlong` is
+// told, and the channel closes (a client that sends 4 KiB without a newline is not speaking this
+// protocol, and discarding the rest of an unbounded line would mean reading it all).
 // Output: send() appends one line and writes at once, without blocking; what the socket does
 // not take is buffered and written when the fd turns writable. A peer that lets more than
 // `max_output` bytes pile up is dropped rather than allowed to grow the VMM's memory.

@@ -518,6 +518,64 @@ TEST_F(ControlSocketTest, NulsAndInvalidUtf8GetErrorRepliesThatAreValidJson) {
   EXPECT_EQ(request(d, R"({"cmd":"stats"})")["ok"], true);
 }
 
+// Issue 20: nlohmann::json reports a number it cannot hold as out_of_range, not parse_error;
+// uncaught, it crossed the event loop and ended the VMM (exit 12) on one request.
+TEST_F(ControlSocketTest, NumbersTooBigForADoubleGetAnErrorAndTheConnectionStaysUsable) {
+  start();
+  Client c(path_);
+  const std::string digits(400, '9');
+  for (const std::string& line :
+       {std::string("[1e309]"), std::string("-1e309"), std::string(R"({"cmd":1e400})"),
+        std::string(R"({"cmd":"stats","id":1e309})"), digits, "-" + digits,
+        "{\"cmd\":\"stats\",\"id\":" + digits + "}"}) {
+    const json r = request(c, line);
+    expect_error_reply(r, line.substr(0, 40));
+    EXPECT_NE(r.value("error", "").find("number overflow"), std::string::npos) << r.dump();
+  }
+  EXPECT_EQ(request(c, R"({"cmd":"stats"})")["ok"], true);
+  EXPECT_EQ(socket_->clients(), 1u);
+}
+
+// Numbers at the edges of what JSON and a double can say: valid ones are served (the id comes
+// back as the parser read it), invalid ones are parse errors. None ends the connection.
+TEST_F(ControlSocketTest, NumberEdgeCasesAreServedOrRefusedOnTheSameConnection) {
+  start();
+  Client c(path_);
+  struct Case {
+    std::string id;
+    bool ok;
+  };
+  const Case cases[] = {
+      {"-0", true},
+      {"-0.0", true},
+      {"1e-400", true},  // underflows to 0
+      {"4.9e-325", true},
+      {"1.7976931348623157e308", true},
+      {"18446744073709551615", true},   // the largest unsigned
+      {"18446744073709551616", true},   // one more: read as a double
+      {"-9223372036854775808", true},   // the smallest signed
+      {"-9223372036854775809", true},   // one less: a double
+      {"0x10", false},
+      {"01", false},
+      {"+1", false},
+      {".5", false},
+      {"1.", false},
+      {"1e", false},
+      {"NaN", false},
+      {"Infinity", false},
+      {"-", false},
+  };
+  for (const Case& k : cases) {
+    const json r = request(c, "{\"cmd\":\"stats\",\"id\":" + k.id + "}");
+    ASSERT_TRUE(r.is_object()) << k.id;
+    EXPECT_EQ(r.value("ok", !k.ok), k.ok) << k.id << ": " << r.dump();
+    if (k.ok) {
+      EXPECT_EQ(r["id"], json::parse(k.id)) << k.id;
+    }
+  }
+  EXPECT_EQ(request(c, R"({"cmd":"stats"})")["ok"], true);
+}
+
 TEST_F(ControlSocketTest, AOneMebibyteLineIsRefusedWithoutReadingItAll) {
   start();
   const int fds = open_fds();
