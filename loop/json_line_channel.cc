@@ -5,9 +5,39 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <string>
 #include <system_error>
 
 namespace minivmm::loop {
+namespace {
+
+// Whether arrays and objects in `text` nest deeper than `limit`. Brackets inside strings are
+// text; the parser judges everything else, so invalid JSON may pass here and fail there.
+bool nests_deeper_than(std::string_view text, std::size_t limit) {
+  std::size_t depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return true;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return false;
+}
+
+}  // namespace
 
 std::string_view channel_close_name(ChannelClose why) noexcept {
   switch (why) {
@@ -113,6 +143,8 @@ bool JsonLineChannel::handle_line(std::string_view line) {
     // would run {...}.
     if (line.find('\0') != std::string_view::npos) {
       error = "a NUL byte in the line";
+    } else if (nests_deeper_than(line, limits_.max_depth)) {
+      error = "nested deeper than " + std::to_string(limits_.max_depth) + " levels";
     } else {
       parsed = nlohmann::json::parse(line);
     }

@@ -4,10 +4,11 @@
 //
 // Input: bytes are split at '\n' (a trailing '\r' is dropped, blank lines are skipped); each
 // line is parsed and handed to `message`, or to `bad_line` if it is not JSON (a line with a NUL
-// byte never is) or holds a number no double can hold (1e309: the parser's out_of_range). A
-// line longer than `max_line` bytes (not counting the newline) gets no parse: `overlong` is
-// told, and the channel closes (a client that sends 4 KiB without a newline is not speaking this
-// protocol, and discarding the rest of an unbounded line would mean reading it all).
+// byte never is), holds a number no double can hold (1e309: the parser's out_of_range) or nests
+// arrays and objects deeper than `max_depth` (judged before the parse). A line longer than
+// `max_line` bytes (not counting the newline) gets no parse: `overlong` is told, and the channel
+// closes (a client that sends 4 KiB without a newline is not speaking this protocol, and
+// discarding the rest of an unbounded line would mean reading it all).
 // Output: send() appends one line and writes at once, without blocking; what the socket does
 // not take is buffered and written when the fd turns writable. A peer that lets more than
 // `max_output` bytes pile up is dropped rather than allowed to grow the VMM's memory.
@@ -36,6 +37,9 @@ struct JsonLineLimits {
   std::size_t max_line = 4096;
   std::size_t max_output = 256 * 1024;
   std::size_t max_read_per_event = 64 * 1024;  // then let other fds run; the rest comes next turn
+  // The parser is iterative, but copying and dumping a value recurse once per level: this, not
+  // max_line, bounds the stack a message can take (2000 levels overflowed 8 MiB under ASan).
+  std::size_t max_depth = 64;
 };
 
 enum class ChannelClose {

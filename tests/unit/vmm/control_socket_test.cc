@@ -576,6 +576,32 @@ TEST_F(ControlSocketTest, NumberEdgeCasesAreServedOrRefusedOnTheSameConnection) 
   EXPECT_EQ(request(c, R"({"cmd":"stats"})")["ok"], true);
 }
 
+// The parser is iterative, but copying a value (the id into the reply) and dumping it recurse
+// once per level: a 4 KiB line nests 2000 levels deep, which overflowed an 8 MiB stack in the
+// ASan build. Nesting is capped before the parse; the cap, not the line limit, bounds the stack.
+TEST_F(ControlSocketTest, DeeplyNestedRequestsAreRefusedBeforeTheParse) {
+  start();
+  Client c(path_);
+  const std::size_t depth = 2000;
+  for (const std::string& line :
+       {"{\"cmd\":\"stats\",\"id\":" + std::string(depth, '[') + std::string(depth, ']') + "}",
+        std::string(4096, '['),  // never closed
+        std::string(2048, '{'), "{\"cmd\":\"stats\",\"id\":" + std::string(65, '[')}) {
+    const json r = request(c, line);
+    expect_error_reply(r, line.substr(0, 30));
+    EXPECT_EQ(r.value("error", ""), "bad JSON: nested deeper than 64 levels") << r.dump();
+  }
+  // Brackets inside strings are text, not nesting.
+  const std::string brackets(3000, '[');
+  json r = request(c, "{\"cmd\":\"stats\",\"id\":\"" + brackets + "\"}");
+  EXPECT_EQ(r["ok"], true);
+  EXPECT_EQ(r["id"], brackets);
+  // 64 levels (the request object and 63 arrays) are fine.
+  r = request(c, "{\"cmd\":\"stats\",\"id\":" + std::string(63, '[') + std::string(63, ']') + "}");
+  EXPECT_EQ(r["ok"], true) << r.dump();
+  EXPECT_EQ(request(c, R"({"cmd":"stats"})")["ok"], true);
+}
+
 TEST_F(ControlSocketTest, AOneMebibyteLineIsRefusedWithoutReadingItAll) {
   start();
   const int fds = open_fds();
