@@ -58,6 +58,29 @@ void clear_stale_socket(const std::string& path) {
 
 }  // namespace
 
+template <typename Fn>
+void ControlSocket::guarded(std::uint64_t id, Fn&& fn) noexcept {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    failed(id, e.what());
+  } catch (...) {
+    failed(id, "unknown exception");
+  }
+}
+
+void ControlSocket::failed(std::uint64_t id, const char* what) noexcept {
+  ++stats_.internal_errors;
+  if (id == kNoClient) {
+    log::warn("api socket: accepting: {}", what);
+    return;
+  }
+  log::warn("api socket: client {}: {}; dropping it", id, what);
+  // Whatever threw left the client half served: drop it (its destructor closes the fd
+  // without calling back) rather than guess what it was told.
+  clients_.erase(id);
+}
+
 ControlSocket::ControlSocket(loop::EventLoop& loop, std::string path, ControlHandlers handlers,
                              ControlSocketOptions options)
     : loop_(loop), path_(std::move(path)), handlers_(std::move(handlers)), options_(options) {
@@ -99,7 +122,8 @@ ControlSocket::ControlSocket(loop::EventLoop& loop, std::string path, ControlHan
     fail(errno, "listen", true);
   }
   try {
-    loop_.watch(listen_fd_, loop::kReadable, loop::FdHandlers{[this] { on_accept(); }, {}, {}});
+    loop_.watch(listen_fd_, loop::kReadable,
+                loop::FdHandlers{[this] { guarded(kNoClient, [this] { on_accept(); }); }, {}, {}});
   } catch (const std::system_error& e) {
     fail(e.code().value(), "watch", true);
   }
@@ -149,22 +173,30 @@ void ControlSocket::on_accept() {
     }
     const std::uint64_t id = next_client_++;
     loop::JsonLineChannel::Handlers h;
-    h.message = [this, id](json request) { on_message(id, std::move(request)); };
+    h.message = [this, id](json request) {
+      guarded(id, [&] { on_message(id, std::move(request)); });
+    };
     h.bad_line = [this, id](std::string_view error) {
-      ++stats_.requests;
-      reply_error(id, nullptr, "bad JSON: " + std::string(error));
+      guarded(id, [&] {
+        ++stats_.requests;
+        reply_error(id, nullptr, "bad JSON: " + std::string(error));
+      });
     };
     h.overlong = [this, id](std::size_t limit) {
-      ++stats_.dropped;
-      reply_error(id, nullptr,
-                  "request longer than " + std::to_string(limit) + " bytes; closing");
+      guarded(id, [&] {
+        ++stats_.dropped;
+        reply_error(id, nullptr,
+                    "request longer than " + std::to_string(limit) + " bytes; closing");
+      });
     };
     h.closed = [this, id](loop::ChannelClose why) {
-      if (why == loop::ChannelClose::kOutputOverflow) ++stats_.dropped;
-      if (why != loop::ChannelClose::kPeerClosed) {
-        log::debug("api socket: client {} closed: {}", id, loop::channel_close_name(why));
-      }
-      clients_.erase(id);  // destroys the channel from inside its handler: it allows that
+      guarded(id, [&] {
+        if (why == loop::ChannelClose::kOutputOverflow) ++stats_.dropped;
+        if (why != loop::ChannelClose::kPeerClosed) {
+          log::debug("api socket: client {} closed: {}", id, loop::channel_close_name(why));
+        }
+        clients_.erase(id);  // destroys the channel from inside its handler: it allows that
+      });
     };
     try {
       clients_.emplace(id, std::make_unique<loop::JsonLineChannel>(loop_, fd, options_.limits,
@@ -219,6 +251,9 @@ void ControlSocket::on_message(std::uint64_t id, json request) {
   } catch (const std::exception& e) {
     reply_error(id, &request, cmd + " failed: " + e.what());
     return;
+  } catch (...) {
+    reply_error(id, &request, cmd + " failed: unknown exception");
+    return;
   }
   reply(id, std::move(response));
 }
@@ -241,7 +276,8 @@ void ControlSocket::reply(std::uint64_t id, json response) {
 nlohmann::json ControlSocket::stats_json() const {
   return json{{"clients", clients_.size()},  {"accepted", stats_.accepted},
               {"refused", stats_.refused},   {"requests", stats_.requests},
-              {"errors", stats_.errors},     {"dropped", stats_.dropped}};
+              {"errors", stats_.errors},     {"dropped", stats_.dropped},
+              {"internal_errors", stats_.internal_errors}};
 }
 
 }  // namespace minivmm::vmm

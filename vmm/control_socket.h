@@ -5,8 +5,9 @@
 //   {"cmd":"resume"} -> {"ok":true,"state":"running","changed":true|false}
 //   {"cmd":"quit"}   -> {"ok":true}, written before the quit handler runs
 // A request's "id" (any JSON value) is copied into its reply. Anything else gets
-// {"ok":false,"error":"..."} and the connection stays open: bad JSON, a non-object, a missing or
-// unknown "cmd", a handler that throws. A line over `max_line` bytes gets an error reply and the
+// {"ok":false,"error":"..."} and the connection stays open: bad JSON (including numbers no
+// double holds and nesting deeper than 64), a non-object, a missing or unknown "cmd", a handler
+// that throws (anything). No exception leaves a callback of this class for the event loop. A line over `max_line` bytes gets an error reply and the
 // connection is closed (see JsonLineChannel). Clients beyond `max_clients`, and clients of
 // another uid (SO_PEERCRED, on top of the 0600 file mode), get one error line and are closed.
 //
@@ -55,6 +56,7 @@ struct ControlSocketStats {
   std::uint64_t requests = 0;
   std::uint64_t errors = 0;   // error replies
   std::uint64_t dropped = 0;  // closed for an overlong line or an output overflow
+  std::uint64_t internal_errors = 0;  // exceptions outside a request's handler (client dropped)
 };
 
 class ControlSocket {
@@ -74,11 +76,19 @@ class ControlSocket {
   nlohmann::json stats_json() const;
 
  private:
+  // Every callback the loop runs for this socket goes through here: an exception that reached
+  // the loop would end the VMM, so one that escapes a request's own handling (out of memory
+  // while replying, say) is logged, counted and costs only the client `id` (kNoClient: none).
+  template <typename Fn>
+  void guarded(std::uint64_t id, Fn&& fn) noexcept;
+  void failed(std::uint64_t id, const char* what) noexcept;
   void on_accept();
   void refuse(int fd, const char* why);
   void on_message(std::uint64_t id, nlohmann::json request);
   void reply_error(std::uint64_t id, const nlohmann::json* request, const std::string& error);
   void reply(std::uint64_t id, nlohmann::json response);
+
+  static constexpr std::uint64_t kNoClient = UINT64_MAX;
 
   loop::EventLoop& loop_;
   const std::string path_;

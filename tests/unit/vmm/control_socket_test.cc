@@ -11,9 +11,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -104,7 +106,9 @@ class ControlSocketTest : public ::testing::Test {
     ControlHandlers h;
     h.stats = [this] {
       if (stats_throws_) throw std::runtime_error("no stats today");
+      if (stats_throws_int_) throw 42;
       ++stats_calls_;
+      if (stats_override_) return *stats_override_;
       return json{{"loop", {{"iterations", 42}}}, {"blob", stats_blob_}};
     };
     h.pause = [this] {
@@ -168,6 +172,8 @@ class ControlSocketTest : public ::testing::Test {
 
   bool paused_ = false;
   bool stats_throws_ = false;
+  bool stats_throws_int_ = false;
+  std::optional<json> stats_override_;
   std::string stats_blob_;
   int stats_calls_ = 0;
   int quits_ = 0;
@@ -268,6 +274,35 @@ TEST_F(ControlSocketTest, AHandlerThatThrowsGetsAnErrorReply) {
   EXPECT_EQ(r, (json{{"ok", false}, {"error", "stats failed: no stats today"}}));
   stats_throws_ = false;
   EXPECT_EQ(request(c, R"({"cmd":"stats"})")["ok"], true);
+}
+
+// on_message caught std::exception only: anything else a handler threw crossed the event loop.
+TEST_F(ControlSocketTest, AHandlerThatThrowsSomethingElseStillGetsAnErrorReply) {
+  start();
+  stats_throws_int_ = true;
+  Client c(path_);
+  const json r = request(c, R"({"cmd":"stats","id":3})");
+  EXPECT_EQ(r, (json{{"ok", false}, {"error", "stats failed: unknown exception"}, {"id", 3}}));
+  stats_throws_int_ = false;
+  EXPECT_EQ(request(c, R"({"cmd":"stats"})")["ok"], true);
+  EXPECT_EQ(socket_->clients(), 1u);
+}
+
+// What a handler returns is dumped without throwing: invalid UTF-8 is replaced, and numbers JSON
+// cannot say (NaN, infinities) become null.
+TEST_F(ControlSocketTest, AReplyOfValuesJsonCannotSayIsStillOneLineOfJson) {
+  start();
+  stats_override_ = json{{"nan", std::nan("")},
+                         {"inf", -std::numeric_limits<double>::infinity()},
+                         {"bytes", "\xff\xfe"},
+                         {"\xc3", 1}};
+  Client c(path_);
+  const json r = request(c, R"({"cmd":"stats"})");
+  EXPECT_EQ(r["ok"], true);
+  EXPECT_TRUE(r["stats"]["nan"].is_null());
+  EXPECT_TRUE(r["stats"]["inf"].is_null());
+  EXPECT_EQ(r["stats"]["bytes"], "\ufffd\ufffd");
+  EXPECT_EQ(request(c, R"({"cmd":"pause"})")["ok"], true);
 }
 
 TEST_F(ControlSocketTest, CrlfAndBlankLinesAreAccepted) {
