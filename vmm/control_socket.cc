@@ -189,6 +189,7 @@ void ControlSocket::on_accept() {
                     "request longer than " + std::to_string(limit) + " bytes; closing");
       });
     };
+    h.deferred = [this] { ++stats_.deferred; };
     h.closed = [this, id](loop::ChannelClose why) {
       guarded(id, [&] {
         if (why == loop::ChannelClose::kOutputOverflow) ++stats_.dropped;
@@ -277,7 +278,7 @@ nlohmann::json ControlSocket::stats_json() const {
   return json{{"clients", clients_.size()},  {"accepted", stats_.accepted},
               {"refused", stats_.refused},   {"requests", stats_.requests},
               {"errors", stats_.errors},     {"dropped", stats_.dropped},
-              {"internal_errors", stats_.internal_errors}};
+              {"internal_errors", stats_.internal_errors}, {"deferred", stats_.deferred}};
 }
 
 }  // namespace minivmm::vmm

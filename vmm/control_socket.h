@@ -57,6 +57,8 @@ struct ControlSocketStats {
   std::uint64_t errors = 0;   // error replies
   std::uint64_t dropped = 0;  // closed for an overlong line or an output overflow
   std::uint64_t internal_errors = 0;  // exceptions outside a request's handler (client dropped)
+  // Turns that spent a client's line budget with requests read and left for the next turn.
+  std::uint64_t deferred = 0;
 };
 
 class ControlSocket {
