@@ -29,6 +29,7 @@
 #include "timers/dynticks.h"
 #include "timers/monotonic_clock.h"
 #include "timers/poll_timeout_alarm.h"
+#include "timers/timer_list.h"
 #include "vmm/control_socket.h"
 
 namespace {
@@ -76,7 +77,7 @@ struct Server {
       return changed;
     };
     h.quit = [] {};
-    socket = std::make_unique<minivmm::vmm::ControlSocket>(loop, path, h);
+    socket = std::make_unique<minivmm::vmm::ControlSocket>(loop, rt_timers, path, h);
   }
   // EventLoop::run_once() lets a callback's exception through; in the VMM it reaches main()
   // and ends the run (exit 12), so here it is a finding, named, rather than libFuzzer's
@@ -97,8 +98,10 @@ struct Server {
   std::string path;
   bool paused = false;
   minivmm::timers::MonotonicClock clock;
+  // As in Machine: the idle sweep on an rt list that the loop's Dynticks runs.
+  minivmm::timers::TimerList rt_timers{minivmm::timers::ClockType::kRt, clock};
   minivmm::timers::PollTimeoutAlarm alarm;
-  minivmm::timers::Dynticks dynticks{alarm, clock, {}};
+  minivmm::timers::Dynticks dynticks{alarm, clock, {&rt_timers}};
   minivmm::loop::EventLoop loop{minivmm::loop::make_poller(minivmm::loop::PollerKind::kEpoll),
                                 dynticks};
   std::unique_ptr<minivmm::vmm::ControlSocket> socket;

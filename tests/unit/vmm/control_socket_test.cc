@@ -23,8 +23,11 @@
 #include <vector>
 
 #include "loop/event_loop.h"
+#include "tests/support/fake_clock.h"
+#include "tests/support/time_driver.h"
 #include "timers/monotonic_clock.h"
 #include "timers/poll_timeout_alarm.h"
+#include "timers/timer_list.h"
 
 namespace minivmm::vmm {
 namespace {
@@ -122,7 +125,7 @@ class ControlSocketTest : public ::testing::Test {
       return changed;
     };
     h.quit = [this] { ++quits_; };
-    socket_ = std::make_unique<ControlSocket>(loop_, path_, h, options);
+    socket_ = std::make_unique<ControlSocket>(loop_, rt_timers_, path_, h, options);
   }
 
   void pump(int iterations = 1) {
@@ -168,6 +171,9 @@ class ControlSocketTest : public ::testing::Test {
   timers::PollTimeoutAlarm alarm_;
   timers::Dynticks dynticks_{alarm_, clock_, {}};
   loop::EventLoop loop_{loop::make_poller(loop::PollerKind::kPpoll), dynticks_};
+  // The idle sweep's list, on a fake clock outside the loop: tests move time with advance().
+  testing::FakeClock rt_clock_;
+  timers::TimerList rt_timers_{timers::ClockType::kRt, rt_clock_};
   std::unique_ptr<ControlSocket> socket_;
 
   bool paused_ = false;
@@ -413,6 +419,126 @@ TEST_F(ControlSocketTest, ClientsBeyondTheCapAreRefused) {
   EXPECT_EQ(request(a, R"({"cmd":"stats"})")["ok"], true);
 }
 
+// Issue 20: with no idle timeout, 16 connections that never sent a byte locked every other
+// client out for as long as they stayed open.
+TEST_F(ControlSocketTest, AnIdleClientIsClosedAfterTheTimeoutAndABusyOneIsNot) {
+  using namespace std::chrono_literals;
+  start();  // the default: 30 s
+  Client idle(path_);
+  Client busy(path_);
+  ASSERT_TRUE(wait_for_clients(2));
+  EXPECT_EQ(testing::advance(rt_clock_, rt_timers_, 29s), 9u);  // a sweep every 3 s
+  pump();
+  idle.poll_input();
+  EXPECT_FALSE(idle.eof);
+  EXPECT_TRUE(idle.in.empty());
+  EXPECT_EQ(request(busy, R"({"cmd":"stats"})")["ok"], true);  // at 29 s
+
+  // The idle one goes between 30 and 33 s after it connected, with one error line.
+  testing::advance(rt_clock_, rt_timers_, 4s);
+  EXPECT_EQ(reply(idle), (json{{"ok", false}, {"error", "idle for 30 s; closing"}}));
+  EXPECT_TRUE(closed_by_server(idle));
+  EXPECT_TRUE(wait_for_clients(1));
+
+  // The busy one's clock restarted with its request; a bad line counts as a request too.
+  testing::advance(rt_clock_, rt_timers_, 20s);  // 49 s
+  EXPECT_EQ(request(busy, "nonsense")["ok"], false);
+  testing::advance(rt_clock_, rt_timers_, 29s);  // 78 s
+  busy.poll_input();
+  EXPECT_FALSE(busy.eof);
+  testing::advance(rt_clock_, rt_timers_, 4s);  // 82 s
+  EXPECT_EQ(reply(busy)["error"], "idle for 30 s; closing");
+  EXPECT_TRUE(closed_by_server(busy));
+  EXPECT_TRUE(wait_for_clients(0));
+  EXPECT_EQ(socket_->stats().idle_closed, 2u);
+
+  // With nobody connected the sweep stops; the next client starts it again.
+  testing::advance(rt_clock_, rt_timers_, 3s);
+  EXPECT_EQ(testing::advance(rt_clock_, rt_timers_, 1h), 0u);
+  Client late(path_);
+  ASSERT_TRUE(wait_for_clients(1));
+  EXPECT_EQ(testing::advance(rt_clock_, rt_timers_, 3s), 1u);
+}
+
+// A partial line is not a request: a client that trickles bytes without a newline is idle.
+TEST_F(ControlSocketTest, APartialLineDoesNotKeepAClientAlive) {
+  using namespace std::chrono_literals;
+  start();
+  Client slow(path_);
+  ASSERT_TRUE(wait_for_clients(1));
+  for (int i = 0; i < 11; ++i) {
+    slow.send_raw("{");
+    pump();
+    testing::advance(rt_clock_, rt_timers_, 3s);
+  }
+  EXPECT_EQ(reply(slow)["error"], "idle for 30 s; closing");
+  EXPECT_TRUE(closed_by_server(slow));
+}
+
+TEST_F(ControlSocketTest, AZeroIdleTimeoutNeverClosesAndNeverSweeps) {
+  using namespace std::chrono_literals;
+  ControlSocketOptions o;
+  o.idle_timeout = timers::Nanos{0};
+  start(o);
+  Client c(path_);
+  ASSERT_TRUE(wait_for_clients(1));
+  EXPECT_EQ(testing::advance(rt_clock_, rt_timers_, 24h), 0u);
+  EXPECT_EQ(request(c, R"({"cmd":"stats"})")["ok"], true);
+}
+
+TEST_F(ControlSocketTest, ANewClientEvictsTheLongestIdleWhenTheTableIsFull) {
+  using namespace std::chrono_literals;
+  ControlSocketOptions o;
+  o.max_clients = 3;
+  start(o);
+  Client a(path_);
+  Client b(path_);
+  Client c(path_);
+  ASSERT_TRUE(wait_for_clients(3));
+  EXPECT_EQ(request(a, R"({"cmd":"stats"})")["ok"], true);  // b is now the longest idle
+  c.send_raw(R"({"cmd":)");                                 // c is mid-request
+  pump();
+  testing::advance(rt_clock_, rt_timers_, 6s);  // two sweeps: all three idle for long enough
+
+  Client d(path_);
+  EXPECT_EQ(reply(b), (json{{"ok", false}, {"error", "idle while the client table was full; closing"}}));
+  EXPECT_TRUE(closed_by_server(b));
+  EXPECT_EQ(request(d, R"({"cmd":"stats"})")["ok"], true);
+  EXPECT_EQ(request(a, R"({"cmd":"stats"})")["ok"], true);
+  c.send_raw(R"("stats"})" "\n");
+  EXPECT_EQ(reply(c)["ok"], true);
+  EXPECT_EQ(socket_->stats().evicted, 1u);
+  EXPECT_EQ(socket_->stats().refused, 0u);
+  EXPECT_EQ(socket_->clients(), 3u);
+}
+
+TEST_F(ControlSocketTest, ANewClientIsRefusedWhenNobodyMayBeEvicted) {
+  using namespace std::chrono_literals;
+  ControlSocketOptions o;
+  o.max_clients = 2;
+  start(o);
+  Client a(path_);
+  Client b(path_);
+  ASSERT_TRUE(wait_for_clients(2));
+  // Idle, but only just: a burst of connects must not evict its own members.
+  testing::advance(rt_clock_, rt_timers_, 4s);
+  Client c(path_);
+  EXPECT_EQ(reply(c), (json{{"ok", false}, {"error", "too many clients"}}));
+  EXPECT_TRUE(closed_by_server(c));
+
+  // Long idle, but with a request half sent: not evicted either.
+  a.send_raw(R"({"cmd":"st)");
+  b.send_raw(R"({"cmd":"st)");
+  pump();
+  testing::advance(rt_clock_, rt_timers_, 20s);
+  Client d(path_);
+  EXPECT_EQ(reply(d)["error"], "too many clients");
+  EXPECT_EQ(socket_->stats().refused, 2u);
+  EXPECT_EQ(socket_->stats().evicted, 0u);
+  a.send_raw(R"(ats"})" "\n");
+  EXPECT_EQ(reply(a)["ok"], true);
+}
+
 TEST_F(ControlSocketTest, AClientThatDoesNotReadItsRepliesIsDropped) {
   ControlSocketOptions o;
   o.limits.max_output = 64 * 1024;
@@ -483,23 +609,31 @@ TEST_F(ControlSocketTest, AStaleSocketFileIsReplacedAndTheDestructorUnlinks) {
 
 TEST_F(ControlSocketTest, RefusesALiveSocketAFileAndAPathTooLong) {
   start();
-  EXPECT_THROW(ControlSocket(loop_, path_, ControlHandlers{}), std::invalid_argument);  // live
+  const ControlHandlers none;
+  EXPECT_THROW(ControlSocket(loop_, rt_timers_, path_, none), std::invalid_argument);  // live
 
   const std::string file = dir_.path() + "/plain";
   close(open(file.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
-  EXPECT_THROW(ControlSocket(loop_, file, ControlHandlers{}), std::invalid_argument);
+  EXPECT_THROW(ControlSocket(loop_, rt_timers_, file, none), std::invalid_argument);
   struct stat st {};
   EXPECT_EQ(lstat(file.c_str(), &st), 0);  // left alone
 
-  EXPECT_THROW(ControlSocket(loop_, dir_.path() + "/" + std::string(120, 'x'), ControlHandlers{}),
+  EXPECT_THROW(ControlSocket(loop_, rt_timers_, dir_.path() + "/" + std::string(120, 'x'), none),
                std::invalid_argument);
-  EXPECT_THROW(ControlSocket(loop_, "", ControlHandlers{}), std::invalid_argument);
-  EXPECT_THROW(ControlSocket(loop_, dir_.path() + "/no/such/dir/api.sock", ControlHandlers{}),
+  EXPECT_THROW(ControlSocket(loop_, rt_timers_, "", none), std::invalid_argument);
+  EXPECT_THROW(ControlSocket(loop_, rt_timers_, dir_.path() + "/no/such/dir/api.sock", none),
                std::system_error);
 }
 
+TEST_F(ControlSocketTest, RefusesATimerListOfAnotherClock) {
+  timers::TimerList vm_timers{timers::ClockType::kVm, rt_clock_};
+  EXPECT_THROW(ControlSocket(loop_, vm_timers, path_, ControlHandlers{}), std::invalid_argument);
+  struct stat st {};
+  EXPECT_NE(lstat(path_.c_str(), &st), 0);  // judged before anything was created
+}
+
 TEST_F(ControlSocketTest, CommandsWithoutAHandlerAreUnknown) {
-  socket_ = std::make_unique<ControlSocket>(loop_, path_, ControlHandlers{});
+  socket_ = std::make_unique<ControlSocket>(loop_, rt_timers_, path_, ControlHandlers{});
   Client c(path_);
   EXPECT_EQ(request(c, R"({"cmd":"quit"})")["error"], "unknown cmd \"quit\"");
 }
