@@ -648,6 +648,15 @@ TEST_F(ControlSocketTest, StatsJsonCountsWhatHappened) {
   EXPECT_EQ(s["accepted"], 1);
   EXPECT_EQ(s["requests"], 2);
   EXPECT_EQ(s["errors"], 1);
+  // Keys are only ever added: the report's readers may rely on every one of them.
+  for (const char* key : {"clients", "accepted", "refused", "requests", "errors", "dropped",
+                          "internal_errors", "deferred", "idle_closed", "evicted"}) {
+    EXPECT_TRUE(s.contains(key)) << key;
+  }
+  EXPECT_EQ(s["idle_closed"], 0);
+  EXPECT_EQ(s["evicted"], 0);
+  EXPECT_EQ(s["deferred"], 0);
+  EXPECT_EQ(s["internal_errors"], 0);
 }
 
 // ---------------------------------------------------------------------------------------------
