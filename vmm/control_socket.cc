@@ -62,7 +62,9 @@ void clear_stale_socket(const std::string& path) {
 // "30 s", "250 ms": the idle timeout as its error line says it.
 std::string describe(timers::Nanos d) {
   using namespace std::chrono;
-  if ((d % seconds{1}).count() == 0) return std::to_string(duration_cast<seconds>(d).count()) + " s";
+  if ((d % seconds{1}).count() == 0) {
+    return std::to_string(duration_cast<seconds>(d).count()) + " s";
+  }
   if ((d % milliseconds{1}).count() == 0) {
     return std::to_string(duration_cast<milliseconds>(d).count()) + " ms";
   }
@@ -265,11 +267,14 @@ void ControlSocket::sweep(timers::Nanos now) {
   for (auto& [id, client] : clients_) {
     if (++client.idle_sweeps > kSweepsPerTimeout) idle.push_back(id);
   }
+  // Re-armed first, so that nothing below can stop the sweeps; if every client goes now, the
+  // next sweep finds none and stops.
+  if (!clients_.empty()) idle_timer_.arm_at(now + sweep_period());
+  const std::string why = "idle for " + describe(options_.idle_timeout) + "; closing";
   for (const std::uint64_t id : idle) {
     ++stats_.idle_closed;
-    close_client(id, "idle for " + describe(options_.idle_timeout) + "; closing");
+    guarded(id, [&] { close_client(id, why); });
   }
-  if (!clients_.empty()) idle_timer_.arm_at(now + sweep_period());
 }
 
 bool ControlSocket::evict_one() {
@@ -291,7 +296,8 @@ bool ControlSocket::evict_one() {
   }
   if (victim == kNoClient) return false;
   ++stats_.evicted;
-  close_client(victim, "idle while the client table was full; closing");
+  // Guarded here: on_accept holds the newcomer's fd, which an exception would leak.
+  guarded(victim, [&] { close_client(victim, "idle while the client table was full; closing"); });
   return true;
 }
 

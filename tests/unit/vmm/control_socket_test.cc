@@ -501,7 +501,8 @@ TEST_F(ControlSocketTest, ANewClientEvictsTheLongestIdleWhenTheTableIsFull) {
   testing::advance(rt_clock_, rt_timers_, 6s);  // two sweeps: all three idle for long enough
 
   Client d(path_);
-  EXPECT_EQ(reply(b), (json{{"ok", false}, {"error", "idle while the client table was full; closing"}}));
+  EXPECT_EQ(reply(b),
+            (json{{"ok", false}, {"error", "idle while the client table was full; closing"}}));
   EXPECT_TRUE(closed_by_server(b));
   EXPECT_EQ(request(d, R"({"cmd":"stats"})")["ok"], true);
   EXPECT_EQ(request(a, R"({"cmd":"stats"})")["ok"], true);
