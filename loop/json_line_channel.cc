@@ -5,9 +5,39 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <string>
 #include <system_error>
 
 namespace minivmm::loop {
+namespace {
+
+// Whether arrays and objects in `text` nest deeper than `limit`. Brackets inside strings are
+// text; the parser judges everything else, so invalid JSON may pass here and fail there.
+bool nests_deeper_than(std::string_view text, std::size_t limit) {
+  std::size_t depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return true;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return false;
+}
+
+}  // namespace
 
 std::string_view channel_close_name(ChannelClose why) noexcept {
   switch (why) {
@@ -63,10 +93,17 @@ void JsonLineChannel::shut(ChannelClose why) {
 }
 
 void JsonLineChannel::on_readable() {
-  std::weak_ptr<bool> alive = alive_;
+  // Lines left over from a spent budget are the continuation's, in order and one turn per loop
+  // iteration; what is in the socket stays there until they are done. Without a continuation
+  // pending, in_ holds at most a partial line.
+  if (continuation_pending_) return;
+  last_turn_ = loop_.stats().iterations;
+  std::size_t budget = turn_budget();
   char buf[4096];
   std::size_t total = 0;
-  while (fd_ >= 0 && total < limits_.max_read_per_event) {
+  // Reads only while the budget lasts: what stays in the socket keeps the fd readable for the
+  // next turn, and in_ never holds more than one read beyond what a turn can handle.
+  while (fd_ >= 0 && budget > 0 && total < limits_.max_read_per_event) {
     const ssize_t n = ::read(fd_, buf, sizeof buf);
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -75,6 +112,7 @@ void JsonLineChannel::on_readable() {
       return;
     }
     if (n == 0) {
+      // Every complete line was handled (the budget lasted): only a partial one is dropped.
       // Replies the socket would not take now can never be read after our close: one last try.
       if (!flush()) return;  // closed (and maybe destroyed) on a write error
       shut(ChannelClose::kPeerClosed);
@@ -82,24 +120,68 @@ void JsonLineChannel::on_readable() {
     }
     total += static_cast<std::size_t>(n);
     in_.append(buf, static_cast<std::size_t>(n));
-
-    std::size_t start = 0;
-    for (std::size_t nl; (nl = in_.find('\n', start)) != std::string::npos; start = nl + 1) {
-      if (nl - start > limits_.max_line) break;  // overlong, even though it ended
-      // Copy out: a handler may destroy this channel, and in_ with it.
-      const std::string line = in_.substr(start, nl - start);
-      if (!handle_line(line)) return;
-      if (alive.expired()) return;
-    }
-    in_.erase(0, start);
-    if (in_.find('\n') != std::string::npos || in_.size() > limits_.max_line) {
-      // An overlong line: say so (best effort) and hang up.
-      if (handlers_.overlong) handlers_.overlong(limits_.max_line);
-      if (alive.expired()) return;
-      shut(ChannelClose::kLineTooLong);
-      return;
-    }
+    if (!handle_lines(budget)) return;
   }
+  if (fd_ >= 0 && budget == 0 && in_.find('\n') != std::string::npos) defer();
+}
+
+void JsonLineChannel::defer() {
+  schedule_continuation();
+  if (handlers_.deferred) handlers_.deferred();  // last: it may destroy this channel
+}
+
+void JsonLineChannel::schedule_continuation() {
+  continuation_pending_ = true;
+  // The socket may hold nothing more, so no readable event would come for the lines already
+  // buffered: a bottom half (one eventfd write) brings them back.
+  std::weak_ptr<bool> alive = alive_;
+  loop_.schedule([this, alive] {
+    if (alive.expired()) return;
+    continuation_pending_ = false;
+    if (fd_ >= 0) continue_lines();
+  });
+}
+
+void JsonLineChannel::continue_lines() {
+  // The loop runs bottom halves after the fds: one scheduled by this iteration's readable
+  // event would give the client a second turn in the same iteration.
+  const std::uint64_t turn = loop_.stats().iterations;
+  if (turn == last_turn_) {
+    schedule_continuation();
+    return;
+  }
+  last_turn_ = turn;
+  std::size_t budget = turn_budget();
+  if (!handle_lines(budget)) return;
+  if (budget == 0 && in_.find('\n') != std::string::npos) defer();
+}
+
+bool JsonLineChannel::handle_lines(std::size_t& budget) {
+  std::weak_ptr<bool> alive = alive_;
+  std::size_t start = 0;
+  bool overlong = false;
+  for (std::size_t nl; budget > 0 && (nl = in_.find('\n', start)) != std::string::npos;
+       start = nl + 1) {
+    if (nl - start > limits_.max_line) {  // overlong, even though it ended
+      overlong = true;
+      break;
+    }
+    // Copy out: a handler may destroy this channel, and in_ with it.
+    const std::string line = in_.substr(start, nl - start);
+    --budget;
+    if (!handle_line(line)) return false;
+  }
+  in_.erase(0, start);
+  // An unfinished line is judged once no complete line is left before it; reading stops while
+  // one is, so it cannot grow meanwhile.
+  if (overlong || (in_.size() > limits_.max_line && in_.find('\n') == std::string::npos)) {
+    // An overlong line: say so (best effort) and hang up.
+    if (handlers_.overlong) handlers_.overlong(limits_.max_line);
+    if (alive.expired()) return false;
+    shut(ChannelClose::kLineTooLong);
+    return false;
+  }
+  return true;
 }
 
 bool JsonLineChannel::handle_line(std::string_view line) {
@@ -113,10 +195,14 @@ bool JsonLineChannel::handle_line(std::string_view line) {
     // would run {...}.
     if (line.find('\0') != std::string_view::npos) {
       error = "a NUL byte in the line";
+    } else if (nests_deeper_than(line, limits_.max_depth)) {
+      error = "nested deeper than " + std::to_string(limits_.max_depth) + " levels";
     } else {
       parsed = nlohmann::json::parse(line);
     }
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
+    // The base class: a number too big for a double ("1e309", 400 digits) is out_of_range,
+    // not parse_error, and must not cross the event loop (issue 20).
     error = e.what();
   }
   if (error.empty()) {

@@ -4,10 +4,16 @@
 //
 // Input: bytes are split at '\n' (a trailing '\r' is dropped, blank lines are skipped); each
 // line is parsed and handed to `message`, or to `bad_line` if it is not JSON (a line with a NUL
-// byte never is). A line longer than `max_line` bytes (not counting the newline) gets no
-// parse: `overlong` is told, and the channel closes (a client that sends 4 KiB without a
-// newline is not speaking this protocol, and discarding the rest of an unbounded line would
-// mean reading it all).
+// byte never is), holds a number no double can hold (1e309: the parser's out_of_range) or nests
+// arrays and objects deeper than `max_depth` (judged before the parse). A line longer than
+// `max_line` bytes (not counting the newline) gets no parse: `overlong` is told, and the channel
+// closes (a client that sends 4 KiB without a newline is not speaking this protocol, and
+// discarding the rest of an unbounded line would mean reading it all).
+// Fairness: at most `max_lines_per_turn` lines are handled per loop iteration (in a readable
+// event, or in the bottom half that picks up lines left over); the rest wait, buffered or still
+// in the socket, while other fds and the timers run. A client that pipelines thousands of
+// requests gets them answered at that pace instead of holding the loop thread, and while lines
+// wait the channel reads no more, so it buffers at most one read beyond a turn's worth.
 // Output: send() appends one line and writes at once, without blocking; what the socket does
 // not take is buffered and written when the fd turns writable. A peer that lets more than
 // `max_output` bytes pile up is dropped rather than allowed to grow the VMM's memory.
@@ -20,7 +26,9 @@
 // Threads: loop thread only (constructor, destructor, send, close and every handler).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -36,6 +44,10 @@ struct JsonLineLimits {
   std::size_t max_line = 4096;
   std::size_t max_output = 256 * 1024;
   std::size_t max_read_per_event = 64 * 1024;  // then let other fds run; the rest comes next turn
+  std::size_t max_lines_per_turn = 8;          // likewise, in lines handled (at least 1)
+  // The parser is iterative, but copying and dumping a value recurse once per level: this, not
+  // max_line, bounds the stack a message can take (2000 levels overflowed 8 MiB under ASan).
+  std::size_t max_depth = 64;
 };
 
 enum class ChannelClose {
@@ -55,6 +67,9 @@ class JsonLineChannel {
     std::function<void(std::string_view error)> bad_line;  // not JSON; the channel stays open
     std::function<void(std::size_t limit)> overlong;       // before the close; send() still works
     std::function<void(ChannelClose why)> closed;
+    // A turn spent its budget (max_lines_per_turn) with lines read and left for a bottom half
+    // (lines still in the socket wait for the next readable event unannounced): for stats.
+    std::function<void()> deferred;
   };
 
   // Takes ownership of `fd` (a connected stream socket, made non-blocking here) and watches it.
@@ -74,12 +89,25 @@ class JsonLineChannel {
   bool open() const noexcept { return fd_ >= 0; }
   int fd() const noexcept { return fd_; }
   std::size_t pending_output() const noexcept { return out_.size() - out_pos_; }
+  // Bytes read but not yet handled: a partial line, or lines waiting for a later turn.
+  std::size_t buffered_input() const noexcept { return in_.size(); }
 
  private:
   void on_readable();
   void on_writable();
+  // Handles complete lines of in_ while `budget` (decremented) lasts, then hangs up on an
+  // overlong one. Returns false if the channel closed (or was destroyed) meanwhile.
+  bool handle_lines(std::size_t& budget);
   // Returns false if the channel closed (or was destroyed) while handling `line`.
   bool handle_line(std::string_view line);
+  // A spent budget left lines in in_: schedules their continuation and tells `deferred`.
+  void defer();
+  void schedule_continuation();
+  // The continuation's turn: the next `max_lines_per_turn` lines of in_.
+  void continue_lines();
+  std::size_t turn_budget() const noexcept {
+    return std::max<std::size_t>(limits_.max_lines_per_turn, 1);
+  }
   bool flush();  // false: closed on error
   void update_interest();
   void shut(ChannelClose why);
@@ -92,6 +120,8 @@ class JsonLineChannel {
   std::string out_;
   std::size_t out_pos_ = 0;  // bytes of out_ already written
   bool want_write_ = false;
+  bool continuation_pending_ = false;  // defer()'s bottom half is scheduled
+  std::uint64_t last_turn_ = UINT64_MAX;  // the loop iteration of this channel's last turn
   // Expires when the channel is destroyed: a handler that destroyed it is detected after return.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

@@ -5,10 +5,29 @@
 //   {"cmd":"resume"} -> {"ok":true,"state":"running","changed":true|false}
 //   {"cmd":"quit"}   -> {"ok":true}, written before the quit handler runs
 // A request's "id" (any JSON value) is copied into its reply. Anything else gets
-// {"ok":false,"error":"..."} and the connection stays open: bad JSON, a non-object, a missing or
-// unknown "cmd", a handler that throws. A line over `max_line` bytes gets an error reply and the
-// connection is closed (see JsonLineChannel). Clients beyond `max_clients`, and clients of
-// another uid (SO_PEERCRED, on top of the 0600 file mode), get one error line and are closed.
+// {"ok":false,"error":"..."} and the connection stays open: bad JSON (including numbers no
+// double holds and nesting deeper than 64), a non-object, a missing or unknown "cmd", a handler
+// that throws (anything). No exception leaves a callback of this class for the event loop: one
+// that escapes a request's own handling is logged and costs only that client.
+//
+// Limits, so that no client (buggy, stuck or hostile, but of our uid) can take the socket or
+// the loop from the others:
+// - A line over `max_line` bytes gets an error reply and the connection is closed; nesting
+//   deeper than `max_depth` is refused before the parse (see JsonLineChannel).
+// - Per client, at most `max_lines_per_turn` requests are handled per loop iteration; the rest
+//   wait for the next ones. A client that does not read lets at most `max_output` bytes of
+//   replies pile up, then is dropped.
+// - A client that completes no request (or bad line) for `idle_timeout` gets
+//   {"ok":false,"error":"idle for 30 s; closing"} and is closed. One rt_clock timer sweeps the
+//   clients every tenth of the timeout while any are connected, so a request costs no clock
+//   read and no timer arm; a client goes between the timeout and a tenth more after its last
+//   request. rt_clock, not vm_clock: the timeout runs while the guest is paused.
+// - `max_clients` at once. A newcomer to a full table evicts the client idle longest, if one
+//   has been idle for at least a sweep period (a tenth of the timeout) and has nothing
+//   buffered either way (no request half read, no reply half written); it gets
+//   {"ok":false,"error":"idle while the client table was full; closing"}. If none may go, the
+//   newcomer gets {"ok":false,"error":"too many clients"} and is closed, as are clients of
+//   another uid (SO_PEERCRED, on top of the 0600 file mode), who evict nobody.
 //
 // The socket file: created with mode 0600 (umask around bind, checked and chmod'ed before
 // listen(), and nobody can connect before listen()). An existing file at PATH is replaced only
@@ -22,6 +41,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -33,6 +53,8 @@
 
 #include "loop/event_loop.h"
 #include "loop/json_line_channel.h"
+#include "timers/timer.h"
+#include "timers/timer_list.h"
 
 namespace minivmm::vmm {
 
@@ -45,8 +67,12 @@ struct ControlHandlers {
 
 struct ControlSocketOptions {
   std::size_t max_clients = 16;
-  loop::JsonLineLimits limits{};  // max_line 4 KiB, max_output 256 KiB
+  // max_line 4 KiB, max_output 256 KiB, 8 lines per client per loop iteration, depth 64.
+  loop::JsonLineLimits limits{};
   bool check_peer_uid = true;
+  // A client that completes no request for this long is closed; zero: never, and then no
+  // client is ever evicted either.
+  timers::Nanos idle_timeout = std::chrono::seconds(30);
 };
 
 struct ControlSocketStats {
@@ -55,15 +81,21 @@ struct ControlSocketStats {
   std::uint64_t requests = 0;
   std::uint64_t errors = 0;   // error replies
   std::uint64_t dropped = 0;  // closed for an overlong line or an output overflow
+  std::uint64_t internal_errors = 0;  // exceptions outside a request's handler (client dropped)
+  // Turns that spent a client's line budget with requests read and left for the next turn.
+  std::uint64_t deferred = 0;
+  std::uint64_t idle_closed = 0;  // closed after idle_timeout without a request
+  std::uint64_t evicted = 0;      // closed to make room for a new client
 };
 
 class ControlSocket {
  public:
-  // Binds and listens on `path`, watched by `loop`. Throws std::invalid_argument for an empty
-  // or too long path (sun_path holds 107 bytes) or a PATH that exists and is not a stale socket,
-  // std::system_error when the host refuses (socket, bind, listen).
-  ControlSocket(loop::EventLoop& loop, std::string path, ControlHandlers handlers,
-                ControlSocketOptions options = {});
+  // Binds and listens on `path`, watched by `loop`; the idle sweep runs on `rt_timers`, a list
+  // of the rt clock that `loop`'s Dynticks runs. Throws std::invalid_argument for a list of
+  // another clock, an empty or too long path (sun_path holds 107 bytes) or a PATH that exists
+  // and is not a stale socket, std::system_error when the host refuses (socket, bind, listen).
+  ControlSocket(loop::EventLoop& loop, timers::TimerList& rt_timers, std::string path,
+                ControlHandlers handlers, ControlSocketOptions options = {});
   ~ControlSocket();
   ControlSocket(const ControlSocket&) = delete;
   ControlSocket& operator=(const ControlSocket&) = delete;
@@ -74,11 +106,36 @@ class ControlSocket {
   nlohmann::json stats_json() const;
 
  private:
+  // Every callback the loop runs for this socket goes through here: an exception that reached
+  // the loop would end the VMM, so one that escapes a request's own handling (out of memory
+  // while replying, say) is logged, counted and costs only the client `id` (kNoClient: none).
+  template <typename Fn>
+  void guarded(std::uint64_t id, Fn&& fn) noexcept;
+  void failed(std::uint64_t id, const char* what) noexcept;
   void on_accept();
   void refuse(int fd, const char* why);
+  // A complete request (or bad line) from `id`: it is not idle.
+  void touch(std::uint64_t id);
+  timers::Nanos sweep_period() const;
+  void sweep(timers::Nanos now);
+  // Closes the longest-idle client that may be evicted; false if none may.
+  bool evict_one();
+  // Sends `why` as an error line, then closes (best effort: a full socket drops the line).
+  void close_client(std::uint64_t id, const std::string& why);
   void on_message(std::uint64_t id, nlohmann::json request);
   void reply_error(std::uint64_t id, const nlohmann::json* request, const std::string& error);
   void reply(std::uint64_t id, nlohmann::json response);
+
+  static constexpr std::uint64_t kNoClient = UINT64_MAX;
+  // Idle sweeps per idle_timeout: a client is closed between the timeout and a tenth more.
+  static constexpr unsigned kSweepsPerTimeout = 10;
+
+  struct Client {
+    std::unique_ptr<loop::JsonLineChannel> channel;
+    // activity_ at its accept or its last request: the smallest is the longest idle.
+    std::uint64_t last_active = 0;
+    unsigned idle_sweeps = 0;  // sweeps since then
+  };
 
   loop::EventLoop& loop_;
   const std::string path_;
@@ -89,7 +146,11 @@ class ControlSocket {
   dev_t dev_ = 0;  // the socket file's identity, so the destructor unlinks only our own
   ino_t ino_ = 0;
   std::uint64_t next_client_ = 0;
-  std::unordered_map<std::uint64_t, std::unique_ptr<loop::JsonLineChannel>> clients_;
+  std::uint64_t activity_ = 0;  // counts accepts and requests: orders clients by idleness
+  std::unordered_map<std::uint64_t, Client> clients_;
+  // Sweeps the clients every sweep_period() while there are any: no clock read or timer arm
+  // per request (a request only resets its client's count).
+  timers::Timer idle_timer_;
   ControlSocketStats stats_;
 };
 

@@ -343,7 +343,8 @@ std::unique_ptr<ControlSocket> Machine::make_control_socket() {
   };
   handlers.quit = [this] { request_stop(ExitCode::kOk, "quit from the control socket"); };
   try {
-    return std::make_unique<ControlSocket>(*loop_, config_.api_socket, std::move(handlers));
+    return std::make_unique<ControlSocket>(*loop_, rt_timers_, config_.api_socket,
+                                           std::move(handlers));
   } catch (const std::invalid_argument& e) {
     throw VmmError(ExitCode::kUsage, std::string("--api-socket: ") + e.what());
   } catch (const std::system_error& e) {

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/unit/boot/bzimage_builder.h"
@@ -119,6 +120,32 @@ int main(int argc, char** argv) {
   int i = 0;
   for (const std::string& r : reqs)
     c.add_text("control_socket_fuzz", "req-" + std::to_string(i++), r);
+  // Issue 20's attack lines, each followed by a request that must still be served: numbers no
+  // double holds (out_of_range from the parser, which ended the VMM), numbers at the edges,
+  // nesting deep enough to overflow the stack when copied or dumped, and bytes JSON forbids.
+  const std::string digits(400, '9');
+  const std::string ok = "{\"cmd\":\"stats\",\"id\":\"after\"}\n";
+  const std::vector<std::pair<std::string, std::string>> attacks = {
+      {"overflow-1e309", "[1e309]\n"},
+      {"overflow-neg-1e309", "-1e309\n{\"cmd\":-1e309}\n"},
+      {"overflow-cmd-1e400", "{\"cmd\":1e400}\n"},
+      {"overflow-400-digits", digits + "\n-" + digits + "\n"},
+      {"overflow-id", "{\"cmd\":\"stats\",\"id\":" + digits + "}\n"},
+      {"underflow-1e-400", "{\"cmd\":\"stats\",\"id\":1e-400}\n{\"cmd\":\"stats\",\"id\":-0}\n"},
+      {"int-limits",
+       "{\"cmd\":\"stats\",\"id\":18446744073709551616}\n"
+       "{\"cmd\":\"stats\",\"id\":-9223372036854775809}\n"},
+      {"bad-numbers", "{\"cmd\":\"stats\",\"id\":0x10}\n{\"cmd\":\"stats\",\"id\":01}\n"},
+      {"deep-id", "{\"cmd\":\"stats\",\"id\":" + std::string(2000, '[') +
+                      std::string(2000, ']') + "}\n"},
+      {"deep-unclosed", std::string(4096, '[') + "\n"},
+      {"deep-objects", std::string(100, '{') + "\n"},
+      {"nul-bytes", std::string("{\"cmd\":\"stats\"}") + '\0' + "junk\n" + '\0' + '\0' + "\n"},
+      {"crlf", "{\"cmd\":\"pause\"}\r\r\n\r\n\r{\"cmd\":\"resume\"}\r\n"},
+      {"invalid-utf8", "{\"cmd\":\"\xff\xfe\"}\n{\"cmd\":\"stats\",\"id\":\"\xc3\"}\n\xed\xa0\x80\n"},
+      {"huge-id", "{\"cmd\":\"stats\",\"id\":\"" + std::string(4000, 'i') + "\"}\n"},
+  };
+  for (const auto& [name, text] : attacks) c.add_text("control_socket_fuzz", name, text + ok);
 
   for (const char* s :
        {"64M", "1G", "512MiB", "65536", "4k", "3gb", "10B", "18446744073709551615"}) {

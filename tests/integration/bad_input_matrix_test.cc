@@ -31,6 +31,7 @@
 #include "timers/dynticks.h"
 #include "timers/monotonic_clock.h"
 #include "timers/poll_timeout_alarm.h"
+#include "timers/timer_list.h"
 #include "vmm/control_socket.h"
 #include "vmm/guest_ram_mapping.h"
 #include "vmm/kernel_loader.h"
@@ -551,14 +552,15 @@ TEST(BadInputMatrixTest, ControlSocketPaths) {
 TEST(BadInputMatrixTest, ControlSocketRefusalsLeakNoFd) {
   TempDir dir;
   timers::MonotonicClock mono;
+  timers::TimerList rt_timers{timers::ClockType::kRt, mono};
   timers::PollTimeoutAlarm alarm;
-  timers::Dynticks dynticks{alarm, mono, {}};
+  timers::Dynticks dynticks{alarm, mono, {&rt_timers}};
   loop::EventLoop loop{loop::make_poller(loop::PollerKind::kEpoll), dynticks};
   const std::string file = dir.file("file", {});
   for (const std::string& path : {std::string(), file, dir.path(), dir.path() + "/missing/x.sock",
                                   dir.path() + "/" + std::string(200, 'p')}) {
     const int fds = open_fds();
-    EXPECT_ANY_THROW(vmm::ControlSocket(loop, path, {})) << path;
+    EXPECT_ANY_THROW(vmm::ControlSocket(loop, rt_timers, path, {})) << path;
     EXPECT_EQ(open_fds(), fds) << path;
   }
 }

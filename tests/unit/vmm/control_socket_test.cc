@@ -11,9 +11,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -21,8 +23,11 @@
 #include <vector>
 
 #include "loop/event_loop.h"
+#include "tests/support/fake_clock.h"
+#include "tests/support/time_driver.h"
 #include "timers/monotonic_clock.h"
 #include "timers/poll_timeout_alarm.h"
+#include "timers/timer_list.h"
 
 namespace minivmm::vmm {
 namespace {
@@ -104,7 +109,9 @@ class ControlSocketTest : public ::testing::Test {
     ControlHandlers h;
     h.stats = [this] {
       if (stats_throws_) throw std::runtime_error("no stats today");
+      if (stats_throws_int_) throw 42;
       ++stats_calls_;
+      if (stats_override_) return *stats_override_;
       return json{{"loop", {{"iterations", 42}}}, {"blob", stats_blob_}};
     };
     h.pause = [this] {
@@ -118,7 +125,7 @@ class ControlSocketTest : public ::testing::Test {
       return changed;
     };
     h.quit = [this] { ++quits_; };
-    socket_ = std::make_unique<ControlSocket>(loop_, path_, h, options);
+    socket_ = std::make_unique<ControlSocket>(loop_, rt_timers_, path_, h, options);
   }
 
   void pump(int iterations = 1) {
@@ -164,10 +171,15 @@ class ControlSocketTest : public ::testing::Test {
   timers::PollTimeoutAlarm alarm_;
   timers::Dynticks dynticks_{alarm_, clock_, {}};
   loop::EventLoop loop_{loop::make_poller(loop::PollerKind::kPpoll), dynticks_};
+  // The idle sweep's list, on a fake clock outside the loop: tests move time with advance().
+  testing::FakeClock rt_clock_;
+  timers::TimerList rt_timers_{timers::ClockType::kRt, rt_clock_};
   std::unique_ptr<ControlSocket> socket_;
 
   bool paused_ = false;
   bool stats_throws_ = false;
+  bool stats_throws_int_ = false;
+  std::optional<json> stats_override_;
   std::string stats_blob_;
   int stats_calls_ = 0;
   int quits_ = 0;
@@ -268,6 +280,35 @@ TEST_F(ControlSocketTest, AHandlerThatThrowsGetsAnErrorReply) {
   EXPECT_EQ(r, (json{{"ok", false}, {"error", "stats failed: no stats today"}}));
   stats_throws_ = false;
   EXPECT_EQ(request(c, R"({"cmd":"stats"})")["ok"], true);
+}
+
+// on_message caught std::exception only: anything else a handler threw crossed the event loop.
+TEST_F(ControlSocketTest, AHandlerThatThrowsSomethingElseStillGetsAnErrorReply) {
+  start();
+  stats_throws_int_ = true;
+  Client c(path_);
+  const json r = request(c, R"({"cmd":"stats","id":3})");
+  EXPECT_EQ(r, (json{{"ok", false}, {"error", "stats failed: unknown exception"}, {"id", 3}}));
+  stats_throws_int_ = false;
+  EXPECT_EQ(request(c, R"({"cmd":"stats"})")["ok"], true);
+  EXPECT_EQ(socket_->clients(), 1u);
+}
+
+// What a handler returns is dumped without throwing: invalid UTF-8 is replaced, and numbers JSON
+// cannot say (NaN, infinities) become null.
+TEST_F(ControlSocketTest, AReplyOfValuesJsonCannotSayIsStillOneLineOfJson) {
+  start();
+  stats_override_ = json{{"nan", std::nan("")},
+                         {"inf", -std::numeric_limits<double>::infinity()},
+                         {"bytes", "\xff\xfe"},
+                         {"\xc3", 1}};
+  Client c(path_);
+  const json r = request(c, R"({"cmd":"stats"})");
+  EXPECT_EQ(r["ok"], true);
+  EXPECT_TRUE(r["stats"]["nan"].is_null());
+  EXPECT_TRUE(r["stats"]["inf"].is_null());
+  EXPECT_EQ(r["stats"]["bytes"], "\ufffd\ufffd");
+  EXPECT_EQ(request(c, R"({"cmd":"pause"})")["ok"], true);
 }
 
 TEST_F(ControlSocketTest, CrlfAndBlankLinesAreAccepted) {
@@ -378,6 +419,127 @@ TEST_F(ControlSocketTest, ClientsBeyondTheCapAreRefused) {
   EXPECT_EQ(request(a, R"({"cmd":"stats"})")["ok"], true);
 }
 
+// Issue 20: with no idle timeout, 16 connections that never sent a byte locked every other
+// client out for as long as they stayed open.
+TEST_F(ControlSocketTest, AnIdleClientIsClosedAfterTheTimeoutAndABusyOneIsNot) {
+  using namespace std::chrono_literals;
+  start();  // the default: 30 s
+  Client idle(path_);
+  Client busy(path_);
+  ASSERT_TRUE(wait_for_clients(2));
+  EXPECT_EQ(testing::advance(rt_clock_, rt_timers_, 29s), 9u);  // a sweep every 3 s
+  pump();
+  idle.poll_input();
+  EXPECT_FALSE(idle.eof);
+  EXPECT_TRUE(idle.in.empty());
+  EXPECT_EQ(request(busy, R"({"cmd":"stats"})")["ok"], true);  // at 29 s
+
+  // The idle one goes between 30 and 33 s after it connected, with one error line.
+  testing::advance(rt_clock_, rt_timers_, 4s);
+  EXPECT_EQ(reply(idle), (json{{"ok", false}, {"error", "idle for 30 s; closing"}}));
+  EXPECT_TRUE(closed_by_server(idle));
+  EXPECT_TRUE(wait_for_clients(1));
+
+  // The busy one's clock restarted with its request; a bad line counts as a request too.
+  testing::advance(rt_clock_, rt_timers_, 20s);  // 49 s
+  EXPECT_EQ(request(busy, "nonsense")["ok"], false);
+  testing::advance(rt_clock_, rt_timers_, 29s);  // 78 s
+  busy.poll_input();
+  EXPECT_FALSE(busy.eof);
+  testing::advance(rt_clock_, rt_timers_, 4s);  // 82 s
+  EXPECT_EQ(reply(busy)["error"], "idle for 30 s; closing");
+  EXPECT_TRUE(closed_by_server(busy));
+  EXPECT_TRUE(wait_for_clients(0));
+  EXPECT_EQ(socket_->stats().idle_closed, 2u);
+
+  // With nobody connected the sweep stops; the next client starts it again.
+  testing::advance(rt_clock_, rt_timers_, 3s);
+  EXPECT_EQ(testing::advance(rt_clock_, rt_timers_, 1h), 0u);
+  Client late(path_);
+  ASSERT_TRUE(wait_for_clients(1));
+  EXPECT_EQ(testing::advance(rt_clock_, rt_timers_, 3s), 1u);
+}
+
+// A partial line is not a request: a client that trickles bytes without a newline is idle.
+TEST_F(ControlSocketTest, APartialLineDoesNotKeepAClientAlive) {
+  using namespace std::chrono_literals;
+  start();
+  Client slow(path_);
+  ASSERT_TRUE(wait_for_clients(1));
+  for (int i = 0; i < 11; ++i) {
+    slow.send_raw("{");
+    pump();
+    testing::advance(rt_clock_, rt_timers_, 3s);
+  }
+  EXPECT_EQ(reply(slow)["error"], "idle for 30 s; closing");
+  EXPECT_TRUE(closed_by_server(slow));
+}
+
+TEST_F(ControlSocketTest, AZeroIdleTimeoutNeverClosesAndNeverSweeps) {
+  using namespace std::chrono_literals;
+  ControlSocketOptions o;
+  o.idle_timeout = timers::Nanos{0};
+  start(o);
+  Client c(path_);
+  ASSERT_TRUE(wait_for_clients(1));
+  EXPECT_EQ(testing::advance(rt_clock_, rt_timers_, 24h), 0u);
+  EXPECT_EQ(request(c, R"({"cmd":"stats"})")["ok"], true);
+}
+
+TEST_F(ControlSocketTest, ANewClientEvictsTheLongestIdleWhenTheTableIsFull) {
+  using namespace std::chrono_literals;
+  ControlSocketOptions o;
+  o.max_clients = 3;
+  start(o);
+  Client a(path_);
+  Client b(path_);
+  Client c(path_);
+  ASSERT_TRUE(wait_for_clients(3));
+  EXPECT_EQ(request(a, R"({"cmd":"stats"})")["ok"], true);  // b is now the longest idle
+  c.send_raw(R"({"cmd":)");                                 // c is mid-request
+  pump();
+  testing::advance(rt_clock_, rt_timers_, 6s);  // two sweeps: all three idle for long enough
+
+  Client d(path_);
+  EXPECT_EQ(reply(b),
+            (json{{"ok", false}, {"error", "idle while the client table was full; closing"}}));
+  EXPECT_TRUE(closed_by_server(b));
+  EXPECT_EQ(request(d, R"({"cmd":"stats"})")["ok"], true);
+  EXPECT_EQ(request(a, R"({"cmd":"stats"})")["ok"], true);
+  c.send_raw(R"("stats"})" "\n");
+  EXPECT_EQ(reply(c)["ok"], true);
+  EXPECT_EQ(socket_->stats().evicted, 1u);
+  EXPECT_EQ(socket_->stats().refused, 0u);
+  EXPECT_EQ(socket_->clients(), 3u);
+}
+
+TEST_F(ControlSocketTest, ANewClientIsRefusedWhenNobodyMayBeEvicted) {
+  using namespace std::chrono_literals;
+  ControlSocketOptions o;
+  o.max_clients = 2;
+  start(o);
+  Client a(path_);
+  Client b(path_);
+  ASSERT_TRUE(wait_for_clients(2));
+  // Idle, but only just: a burst of connects must not evict its own members.
+  testing::advance(rt_clock_, rt_timers_, 4s);
+  Client c(path_);
+  EXPECT_EQ(reply(c), (json{{"ok", false}, {"error", "too many clients"}}));
+  EXPECT_TRUE(closed_by_server(c));
+
+  // Long idle, but with a request half sent: not evicted either.
+  a.send_raw(R"({"cmd":"st)");
+  b.send_raw(R"({"cmd":"st)");
+  pump();
+  testing::advance(rt_clock_, rt_timers_, 20s);
+  Client d(path_);
+  EXPECT_EQ(reply(d)["error"], "too many clients");
+  EXPECT_EQ(socket_->stats().refused, 2u);
+  EXPECT_EQ(socket_->stats().evicted, 0u);
+  a.send_raw(R"(ats"})" "\n");
+  EXPECT_EQ(reply(a)["ok"], true);
+}
+
 TEST_F(ControlSocketTest, AClientThatDoesNotReadItsRepliesIsDropped) {
   ControlSocketOptions o;
   o.limits.max_output = 64 * 1024;
@@ -392,6 +554,39 @@ TEST_F(ControlSocketTest, AClientThatDoesNotReadItsRepliesIsDropped) {
   EXPECT_TRUE(wait_for_clients(1));
   EXPECT_EQ(socket_->stats().dropped, 1u);
   EXPECT_EQ(request(polite, R"({"cmd":"pause"})")["ok"], true);
+}
+
+// Issue 20: one readable event handled all of the 64 KiB a client had sent, 2000 stats replies
+// built in one go while the other clients, the timers and the guest's ticks waited.
+TEST_F(ControlSocketTest, AFloodingClientDoesNotStarveAnother) {
+  start();
+  Client flood(path_);
+  Client quiet(path_);
+  ASSERT_TRUE(wait_for_clients(2));
+  std::string burst;
+  for (int i = 0; i < 2000; ++i) burst += "{\"cmd\":\"stats\"}\n";
+  flood.send_raw(burst);
+  quiet.send_raw("{\"cmd\":\"pause\",\"id\":\"q\"}\n");
+  pump();
+  quiet.poll_input();
+  const auto line = quiet.take_line();
+  ASSERT_TRUE(line) << "the quiet client waited";
+  EXPECT_EQ(json::parse(*line)["id"], "q");
+  EXPECT_LE(stats_calls_, 8) << "one iteration handled more than a turn's worth of the flood";
+
+  // The whole flood is answered all the same, at most a turn's worth per iteration.
+  int answered = 0;
+  for (int i = 0; i < 1000 && answered < 2000; ++i) {
+    const int calls = stats_calls_;
+    pump();
+    EXPECT_LE(stats_calls_ - calls, 8);
+    flood.poll_input();
+    while (flood.take_line()) ++answered;
+  }
+  EXPECT_EQ(answered, 2000);
+  // Most turns left read lines for a bottom half; the others left the rest in the socket.
+  EXPECT_GT(socket_->stats().deferred, 2000u / 8 / 2);
+  EXPECT_EQ(socket_->clients(), 2u);
 }
 
 TEST_F(ControlSocketTest, AStaleSocketFileIsReplacedAndTheDestructorUnlinks) {
@@ -415,23 +610,31 @@ TEST_F(ControlSocketTest, AStaleSocketFileIsReplacedAndTheDestructorUnlinks) {
 
 TEST_F(ControlSocketTest, RefusesALiveSocketAFileAndAPathTooLong) {
   start();
-  EXPECT_THROW(ControlSocket(loop_, path_, ControlHandlers{}), std::invalid_argument);  // live
+  const ControlHandlers none;
+  EXPECT_THROW(ControlSocket(loop_, rt_timers_, path_, none), std::invalid_argument);  // live
 
   const std::string file = dir_.path() + "/plain";
   close(open(file.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
-  EXPECT_THROW(ControlSocket(loop_, file, ControlHandlers{}), std::invalid_argument);
+  EXPECT_THROW(ControlSocket(loop_, rt_timers_, file, none), std::invalid_argument);
   struct stat st {};
   EXPECT_EQ(lstat(file.c_str(), &st), 0);  // left alone
 
-  EXPECT_THROW(ControlSocket(loop_, dir_.path() + "/" + std::string(120, 'x'), ControlHandlers{}),
+  EXPECT_THROW(ControlSocket(loop_, rt_timers_, dir_.path() + "/" + std::string(120, 'x'), none),
                std::invalid_argument);
-  EXPECT_THROW(ControlSocket(loop_, "", ControlHandlers{}), std::invalid_argument);
-  EXPECT_THROW(ControlSocket(loop_, dir_.path() + "/no/such/dir/api.sock", ControlHandlers{}),
+  EXPECT_THROW(ControlSocket(loop_, rt_timers_, "", none), std::invalid_argument);
+  EXPECT_THROW(ControlSocket(loop_, rt_timers_, dir_.path() + "/no/such/dir/api.sock", none),
                std::system_error);
 }
 
+TEST_F(ControlSocketTest, RefusesATimerListOfAnotherClock) {
+  timers::TimerList vm_timers{timers::ClockType::kVm, rt_clock_};
+  EXPECT_THROW(ControlSocket(loop_, vm_timers, path_, ControlHandlers{}), std::invalid_argument);
+  struct stat st {};
+  EXPECT_NE(lstat(path_.c_str(), &st), 0);  // judged before anything was created
+}
+
 TEST_F(ControlSocketTest, CommandsWithoutAHandlerAreUnknown) {
-  socket_ = std::make_unique<ControlSocket>(loop_, path_, ControlHandlers{});
+  socket_ = std::make_unique<ControlSocket>(loop_, rt_timers_, path_, ControlHandlers{});
   Client c(path_);
   EXPECT_EQ(request(c, R"({"cmd":"quit"})")["error"], "unknown cmd \"quit\"");
 }
@@ -446,6 +649,15 @@ TEST_F(ControlSocketTest, StatsJsonCountsWhatHappened) {
   EXPECT_EQ(s["accepted"], 1);
   EXPECT_EQ(s["requests"], 2);
   EXPECT_EQ(s["errors"], 1);
+  // Keys are only ever added: the report's readers may rely on every one of them.
+  for (const char* key : {"clients", "accepted", "refused", "requests", "errors", "dropped",
+                          "internal_errors", "deferred", "idle_closed", "evicted"}) {
+    EXPECT_TRUE(s.contains(key)) << key;
+  }
+  EXPECT_EQ(s["idle_closed"], 0);
+  EXPECT_EQ(s["evicted"], 0);
+  EXPECT_EQ(s["deferred"], 0);
+  EXPECT_EQ(s["internal_errors"], 0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -516,6 +728,90 @@ TEST_F(ControlSocketTest, NulsAndInvalidUtf8GetErrorRepliesThatAreValidJson) {
   EXPECT_EQ(request(c, R"({"cmd":"stats"})")["ok"], true);
   Client d(path_);  // and new clients are served
   EXPECT_EQ(request(d, R"({"cmd":"stats"})")["ok"], true);
+}
+
+// Issue 20: nlohmann::json reports a number it cannot hold as out_of_range, not parse_error;
+// uncaught, it crossed the event loop and ended the VMM (exit 12) on one request.
+TEST_F(ControlSocketTest, NumbersTooBigForADoubleGetAnErrorAndTheConnectionStaysUsable) {
+  start();
+  Client c(path_);
+  const std::string digits(400, '9');
+  for (const std::string& line :
+       {std::string("[1e309]"), std::string("-1e309"), std::string(R"({"cmd":1e400})"),
+        std::string(R"({"cmd":"stats","id":1e309})"), digits, "-" + digits,
+        "{\"cmd\":\"stats\",\"id\":" + digits + "}"}) {
+    const json r = request(c, line);
+    expect_error_reply(r, line.substr(0, 40));
+    EXPECT_NE(r.value("error", "").find("number overflow"), std::string::npos) << r.dump();
+  }
+  EXPECT_EQ(request(c, R"({"cmd":"stats"})")["ok"], true);
+  EXPECT_EQ(socket_->clients(), 1u);
+}
+
+// Numbers at the edges of what JSON and a double can say: valid ones are served (the id comes
+// back as the parser read it), invalid ones are parse errors. None ends the connection.
+TEST_F(ControlSocketTest, NumberEdgeCasesAreServedOrRefusedOnTheSameConnection) {
+  start();
+  Client c(path_);
+  struct Case {
+    std::string id;
+    bool ok;
+  };
+  const Case cases[] = {
+      {"-0", true},
+      {"-0.0", true},
+      {"1e-400", true},  // underflows to 0
+      {"4.9e-325", true},
+      {"1.7976931348623157e308", true},
+      {"18446744073709551615", true},   // the largest unsigned
+      {"18446744073709551616", true},   // one more: read as a double
+      {"-9223372036854775808", true},   // the smallest signed
+      {"-9223372036854775809", true},   // one less: a double
+      {"0x10", false},
+      {"01", false},
+      {"+1", false},
+      {".5", false},
+      {"1.", false},
+      {"1e", false},
+      {"NaN", false},
+      {"Infinity", false},
+      {"-", false},
+  };
+  for (const Case& k : cases) {
+    const json r = request(c, "{\"cmd\":\"stats\",\"id\":" + k.id + "}");
+    ASSERT_TRUE(r.is_object()) << k.id;
+    EXPECT_EQ(r.value("ok", !k.ok), k.ok) << k.id << ": " << r.dump();
+    if (k.ok) {
+      EXPECT_EQ(r["id"], json::parse(k.id)) << k.id;
+    }
+  }
+  EXPECT_EQ(request(c, R"({"cmd":"stats"})")["ok"], true);
+}
+
+// The parser is iterative, but copying a value (the id into the reply) and dumping it recurse
+// once per level: a 4 KiB line nests 2000 levels deep, which overflowed an 8 MiB stack in the
+// ASan build. Nesting is capped before the parse; the cap, not the line limit, bounds the stack.
+TEST_F(ControlSocketTest, DeeplyNestedRequestsAreRefusedBeforeTheParse) {
+  start();
+  Client c(path_);
+  const std::size_t depth = 2000;
+  for (const std::string& line :
+       {"{\"cmd\":\"stats\",\"id\":" + std::string(depth, '[') + std::string(depth, ']') + "}",
+        std::string(4096, '['),  // never closed
+        std::string(2048, '{'), "{\"cmd\":\"stats\",\"id\":" + std::string(65, '[')}) {
+    const json r = request(c, line);
+    expect_error_reply(r, line.substr(0, 30));
+    EXPECT_EQ(r.value("error", ""), "bad JSON: nested deeper than 64 levels") << r.dump();
+  }
+  // Brackets inside strings are text, not nesting.
+  const std::string brackets(3000, '[');
+  json r = request(c, "{\"cmd\":\"stats\",\"id\":\"" + brackets + "\"}");
+  EXPECT_EQ(r["ok"], true);
+  EXPECT_EQ(r["id"], brackets);
+  // 64 levels (the request object and 63 arrays) are fine.
+  r = request(c, "{\"cmd\":\"stats\",\"id\":" + std::string(63, '[') + std::string(63, ']') + "}");
+  EXPECT_EQ(r["ok"], true) << r.dump();
+  EXPECT_EQ(request(c, R"({"cmd":"stats"})")["ok"], true);
 }
 
 TEST_F(ControlSocketTest, AOneMebibyteLineIsRefusedWithoutReadingItAll) {
