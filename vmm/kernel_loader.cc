@@ -1,9 +1,5 @@
 #include "vmm/kernel_loader.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
 
@@ -14,44 +10,9 @@
 #include "vmm/boot/bzimage_loader.h"
 #include "vmm/boot/multiboot_loader.h"
 #include "vmm/boot/pvh_loader.h"
-#include "vmm/unique_fd.h"
 #include "vmm/vmm_error.h"
 
 namespace minivmm::vmm {
-namespace {
-
-// Larger than any kernel or initrd this VMM can place in 3 GiB of RAM.
-constexpr std::uintmax_t kMaxFileBytes = 3ull << 30;
-
-}  // namespace
-
-std::vector<std::byte> read_file(const std::string& path, int what_for_code) {
-  const auto code = static_cast<ExitCode>(what_for_code);
-  // O_NONBLOCK: opening a FIFO nobody writes to must not hang; fstat on the open fd (not stat
-  // on the path) so that what is checked is what is read.
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
-  if (!fd.valid()) {
-    throw VmmError(code, "cannot open '" + path + "': " + std::strerror(errno));
-  }
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) {
-    throw VmmError(code, "cannot stat '" + path + "': " + std::strerror(errno));
-  }
-  if (!S_ISREG(st.st_mode)) throw VmmError(code, "'" + path + "' is not a regular file");
-  if (static_cast<std::uintmax_t>(st.st_size) > kMaxFileBytes) {
-    throw VmmError(code, "'" + path + "' is larger than 3 GiB");
-  }
-  std::vector<std::byte> data(static_cast<std::size_t>(st.st_size));
-  std::size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::read(fd.get(), data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw VmmError(code, "cannot read '" + path + "': " + std::strerror(errno));
-    if (n == 0) throw VmmError(code, "short read from '" + path + "' (truncated while read?)");
-    done += static_cast<std::size_t>(n);
-  }
-  return data;
-}
 
 LoadedKernel load_kernel(const GuestMemory& mem, std::span<const std::byte> image,
                          const std::string& cmdline, std::span<const std::byte> initrd,
@@ -115,6 +76,15 @@ LoadedKernel load_kernel(const GuestMemory& mem, std::span<const std::byte> imag
     opts.acpi_rsdp_addr = acpi.rsdp_addr;
     return load_bzimage(mem, image, opts);
   } catch (const BootError& e) {
+    switch (e.cause()) {
+      case BootError::Cause::kRamTooSmall:
+        throw VmmError(ExitCode::kUsage, "--memory is too small: " +
+                                             std::string(e.what()));
+      case BootError::Cause::kCmdlineTooLong:
+        throw VmmError(ExitCode::kUsage, "--cmdline is too long: " + std::string(e.what()));
+      case BootError::Cause::kImage:
+        break;
+    }
     throw VmmError(ExitCode::kBadKernel, std::string("bad kernel image: ") + e.what());
   } catch (const std::out_of_range& e) {
     throw VmmError(ExitCode::kBadKernel, std::string("bad kernel image: ") + e.what());

@@ -1,7 +1,8 @@
 // Picks the loader for a kernel file by its contents: a multiboot v1 header in the first 8 KiB
 // (kvm-unit-tests' .flat files, realmode.flat included: it is a multiboot ELF32 that drops to
-// real mode itself), an ELF with a PVH note (vmlinux), else a Linux bzImage. Throws
-// VmmError(kBadKernel) with the loader's one-line reason.
+// real mode itself), an ELF with a PVH note (vmlinux), else a Linux bzImage. Throws VmmError
+// with the loader's one-line reason: kBadKernel for a bad image, kUsage for a good one that
+// needs more RAM than --memory gives or whose command line is too long for it.
 #pragma once
 
 #include <cstddef>
@@ -15,9 +16,6 @@
 #include "vmm/guest_memory.h"
 
 namespace minivmm::vmm {
-
-// Reads a whole file; throws VmmError(code) naming the path and the OS error.
-std::vector<std::byte> read_file(const std::string& path, int what_for_code);
 
 // `cpus` goes into the MADT. Multiboot kernels also get what a BIOS leaves behind: the
 // real-mode IVT (bios_ivt.h) and the ACPI tables in the BIOS area, each unless the image

@@ -17,6 +17,7 @@
 #include "timers/clock_read_counter.h"
 #include "timers/syscall_counters.h"
 #include "vmm/kernel_loader.h"
+#include "vmm/mapped_file.h"
 #include "vmm/vmm_error.h"
 
 namespace minivmm::vmm {
@@ -90,13 +91,8 @@ SeccompSandbox make_sandbox(const Config& c) {
 
 Machine::Machine(Config config, std::function<void()> open_outputs)
     : config_(std::move(config)),
-      kernel_image_(read_file(config_.kernel_path, to_int(ExitCode::kBadKernel))),
-      initrd_image_(config_.initrd_path.empty()
-                        ? std::vector<std::byte>{}
-                        : read_file(config_.initrd_path, to_int(ExitCode::kBadKernel))),
       ram_(config_.memory_bytes),
-      kernel_(load_kernel(ram_.memory(), kernel_image_, boot_cmdline(config_), initrd_image_,
-                          config_.cpus, config_.kernel_path)),
+      kernel_(load_guest_kernel()),
       alarm_(make_alarm(config_)),
       dynticks_(std::make_unique<timers::Dynticks>(
           *alarm_, mono_, std::vector<timers::TimerList*>{&vm_timers_, &rt_timers_},
@@ -323,6 +319,43 @@ Machine::Machine(Config config, std::function<void()> open_outputs)
   } catch (const std::system_error& e) {
     throw VmmError(ExitCode::kHostFailure, std::string("signals: ") + e.what());
   }
+}
+
+LoadedKernel Machine::load_guest_kernel() {
+  // The kernel file may be larger than RAM (an ELF vmlinux carries its symbols, which are not
+  // loaded); 3 GiB bounds any file. An initrd goes whole into guest RAM, so RAM bounds it.
+  const MappedFile kernel =
+      MappedFile::open("--kernel", config_.kernel_path, ExitCode::kBadKernel,
+                       {GuestRamMapping::kMaxBytes, ExitCode::kBadKernel, "the largest guest RAM"});
+  MappedFile initrd;
+  if (!config_.initrd_path.empty()) {
+    // Too big for RAM is a question of --memory, not a bad file.
+    initrd = MappedFile::open("--initrd", config_.initrd_path, ExitCode::kBadKernel,
+                              {config_.memory_bytes, ExitCode::kUsage, "the guest RAM (--memory)"});
+  }
+  const std::string cmdline = boot_cmdline(config_);
+  LoadedKernel k;
+  {
+    const TruncationGuard guard{&kernel, &initrd};
+    try {
+      k = load_kernel(ram_.memory(), kernel.bytes(), cmdline, initrd.bytes(), config_.cpus,
+                      config_.kernel_path);
+    } catch (const VmmError& e) {
+      if (e.code() != ExitCode::kUsage || cmdline.size() == config_.cmdline.size() ||
+          std::string(e.what()).rfind("--cmdline", 0) != 0) {
+        throw;
+      }
+      // The user's words fit on their own: say what minivmm added to them.
+      throw VmmError(ExitCode::kUsage,
+                     std::string(e.what()) + " (" +
+                         std::to_string(cmdline.size() - config_.cmdline.size()) +
+                         " bytes of it are the virtio_mmio.device= words for the virtio devices)");
+    }
+    if (const MappedFile* f = guard.truncated()) {
+      throw VmmError(ExitCode::kBadKernel, "'" + f->path() + "' shrank while it was being loaded");
+    }
+  }
+  return k;  // the mappings go here: guest RAM holds what the guest needs
 }
 
 std::unique_ptr<ControlSocket> Machine::make_control_socket() {

@@ -92,14 +92,13 @@ class Machine {
  private:
   void on_signal(int signo);
   std::unique_ptr<ControlSocket> make_control_socket();
+  LoadedKernel load_guest_kernel();
   void flush_guest_page(std::uint64_t page_gpa) noexcept;
   SeccompFacts seccomp_facts() const;
 
   Config config_;
-  std::vector<std::byte> kernel_image_;
-  std::vector<std::byte> initrd_image_;
   GuestRamMapping ram_;
-  LoadedKernel kernel_;  // loaded into ram_ before KVM exists
+  LoadedKernel kernel_;  // loaded into ram_ before KVM exists; the files are not kept
 
   timers::MonotonicClock mono_;
   timers::VmClock vm_clock_{mono_};

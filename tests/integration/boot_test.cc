@@ -3,11 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -300,6 +303,30 @@ TEST_P(BootSignalTest, SignalEndsTheRunWithTheShellsStatus) {
 INSTANTIATE_TEST_SUITE_P(Signals, BootSignalTest,
                          ::testing::Combine(::testing::Values(SIGINT, SIGTERM, SIGHUP),
                                             ::testing::Values("loop", "vcpu", "kernel")));
+
+// The kernel and initrd files are mapped while they are loaded and let go before the guest
+// runs (issue 20: a 2 GiB padded kernel used to be kept in memory for the whole run).
+TEST(BootImageFilesTest, NeitherTheKernelNorTheInitrdStaysMappedWhileTheGuestRuns) {
+  SKIP_WITHOUT_KVM();
+  char initrd[] = "/tmp/minivmm-initrd-XXXXXX";
+  const int fd = mkstemp(initrd);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, "initrd", 6), 6);
+  close(fd);
+  Child child = start_minivmm({"run", "--kernel", guest_image(), "--initrd", initrd,
+                               "--cmdline", "timer=pit hz=250 ticks=0", "--duration", "20",
+                               "--no-console-input"},
+                              false);
+  ASSERT_TRUE(wait_for_console(child, "minivmm-guest:"));
+  std::ifstream maps("/proc/" + std::to_string(child.pid) + "/maps");
+  const std::string text((std::istreambuf_iterator<char>(maps)), std::istreambuf_iterator<char>());
+  ::kill(child.pid, SIGTERM);
+  finish_minivmm(child);
+  EXPECT_FALSE(text.empty());
+  EXPECT_EQ(text.find(guest_image()), std::string::npos) << "the kernel file is still mapped";
+  EXPECT_EQ(text.find(initrd), std::string::npos) << "the initrd file is still mapped";
+  unlink(initrd);
+}
 
 }  // namespace
 }  // namespace minivmm::testing

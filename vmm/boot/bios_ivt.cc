@@ -9,7 +9,8 @@ namespace minivmm::vmm {
 void write_bios_ivt(const GuestMemory& mem) {
   if (!mem.contains(kBiosIretAddr, 1)) {
     throw BootError("guest RAM of " + to_hex(mem.size()) +
-                    " bytes has no BIOS area for the real-mode IVT's handler");
+                        " bytes has no BIOS area for the real-mode IVT's handler",
+                    BootError::Cause::kRamTooSmall);
   }
   const std::uint32_t vector =
       (std::uint32_t{kBiosIretSegment} << 16) | std::uint32_t{kBiosIretOffset};

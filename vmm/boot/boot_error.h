@@ -12,8 +12,30 @@ namespace minivmm::vmm {
 
 class BootError : public std::runtime_error {
  public:
-  explicit BootError(const std::string& what) : std::runtime_error(what) {}
+  // What is to blame, so that the user is told what to change (issue 20: a guest RAM too small
+  // for a good kernel was reported as a bad image).
+  enum class Cause {
+    kImage,        // the file: bad magic, fields, offsets, a placement no RAM size allows
+    kRamTooSmall,  // a good image that needs more guest RAM than --memory gives
+    kCmdlineTooLong,  // the command line does not fit what the kernel or the layout takes
+  };
+
+  explicit BootError(const std::string& what, Cause cause = Cause::kImage)
+      : std::runtime_error(what), cause_(cause) {}
+  Cause cause() const noexcept { return cause_; }
+
+ private:
+  Cause cause_;
 };
+
+// A range [start, start + size) that is not in guest RAM: a good image wants more RAM if the
+// largest RAM minivmm gives (kMaxRamSize in boot_layout.h, 3 GiB) would hold it; else the image
+// asks for the impossible.
+inline BootError::Cause ram_cause(std::uint64_t start, std::uint64_t size) noexcept {
+  constexpr std::uint64_t kLargestRam = 0xc0000000;
+  return start <= kLargestRam && size <= kLargestRam - start ? BootError::Cause::kRamTooSmall
+                                                             : BootError::Cause::kImage;
+}
 
 // "0x1f00": addresses and header fields read best in hex in error messages.
 inline std::string to_hex(std::uint64_t value) {

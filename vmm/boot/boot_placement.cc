@@ -15,9 +15,9 @@ void write_cmdline(const GuestMemory& mem, std::uint64_t addr, std::string_view 
   }
   const std::uint64_t size = cmdline.size() + 1;
   if (addr >= kEbdaStart || size > kEbdaStart - addr) {
-    throw BootError("kernel command line of " + std::to_string(cmdline.size()) +
-                    " bytes at " + to_hex(addr) + " does not fit below the EBDA at " +
-                    to_hex(kEbdaStart));
+    throw BootError("kernel command line of " + std::to_string(cmdline.size()) + " bytes at " +
+                        to_hex(addr) + " does not fit below the EBDA at " + to_hex(kEbdaStart),
+                    BootError::Cause::kCmdlineTooLong);
   }
   mem.write(addr, std::as_bytes(std::span(cmdline.data(), cmdline.size())));
   mem.write_obj(addr + cmdline.size(), char{0});
@@ -30,8 +30,9 @@ std::uint64_t place_initrd_high(const GuestMemory& mem, std::span<const std::byt
   const std::uint64_t size = initrd.size();
   if (size > top || align_down(top - size, kPageSize) < lowest) {
     throw BootError("initrd of " + to_hex(size) + " bytes does not fit between " +
-                    to_hex(lowest) + " and " + to_hex(top) + " (guest RAM is " +
-                    to_hex(mem.size()) + " bytes)");
+                        to_hex(lowest) + " and " + to_hex(top) + " (guest RAM is " +
+                        to_hex(mem.size()) + " bytes)",
+                    ram_cause(lowest, size));
   }
   const std::uint64_t addr = align_down(top - size, kPageSize);
   mem.write(addr, initrd);

@@ -103,13 +103,15 @@ Placement place_kernel(const GuestMemory& mem, const SetupHeader& hdr,
   }
   if (!mem.contains(load_addr, payload_size)) {
     throw BootError("bzImage protected-mode kernel of " + to_hex(payload_size) + " bytes at " +
-                    to_hex(load_addr) + " does not fit in guest RAM of " + to_hex(mem.size()) +
-                    " bytes");
+                        to_hex(load_addr) + " does not fit in guest RAM of " +
+                        to_hex(mem.size()) + " bytes",
+                    ram_cause(load_addr, payload_size));
   }
   if (!mem.contains(runtime_base, init_size)) {
     throw BootError("bzImage init_size " + to_hex(init_size) + " at runtime address " +
-                    to_hex(runtime_base) + " does not fit in guest RAM of " +
-                    to_hex(mem.size()) + " bytes");
+                        to_hex(runtime_base) + " does not fit in guest RAM of " +
+                        to_hex(mem.size()) + " bytes",
+                    ram_cause(runtime_base, init_size));
   }
   return {load_addr, std::max(load_addr + payload_size, runtime_base + init_size)};
 }
@@ -181,8 +183,9 @@ LoadedKernel load_bzimage(const GuestMemory& mem, std::span<const std::byte> ima
   }
   if (opts.cmdline.size() > hdr.cmdline_size) {
     throw BootError("kernel command line of " + std::to_string(opts.cmdline.size()) +
-                    " bytes exceeds the kernel's cmdline_size of " +
-                    std::to_string(hdr.cmdline_size) + " bytes");
+                        " bytes exceeds the kernel's cmdline_size of " +
+                        std::to_string(hdr.cmdline_size) + " bytes",
+                    BootError::Cause::kCmdlineTooLong);
   }
   check_low_placement(opts.zero_page_addr, opts.cmdline_addr, opts.cmdline.size());
 

@@ -8,7 +8,8 @@ namespace minivmm::vmm {
 std::vector<E820Entry> build_e820_map(std::uint64_t ram_size) {
   if (ram_size <= kHighMemStart) {
     throw BootError("guest RAM size " + to_hex(ram_size) +
-                    " is too small: a PC memory map needs RAM above 1 MiB");
+                        " is too small: a PC memory map needs RAM above 1 MiB",
+                    BootError::Cause::kRamTooSmall);
   }
   if (ram_size > kMaxRamSize) {
     throw BootError("guest RAM size " + to_hex(ram_size) + " exceeds the supported maximum " +

@@ -19,8 +19,9 @@ LoadedSegments load_elf_segments(const GuestMemory& mem, const ElfFile& elf,
     if (seg.type != kElfPtLoad || seg.memsz == 0) continue;
     if (!mem.contains(seg.paddr, seg.memsz)) {
       throw BootError("ELF segment " + std::to_string(i) + " at p_paddr " + to_hex(seg.paddr) +
-                      " with p_memsz " + to_hex(seg.memsz) + " lies outside guest RAM of " +
-                      to_hex(mem.size()) + " bytes");
+                          " with p_memsz " + to_hex(seg.memsz) + " lies outside guest RAM of " +
+                          to_hex(mem.size()) + " bytes",
+                      ram_cause(seg.paddr, seg.memsz));
     }
     for (const ReservedRange& r : reserved) {
       if (seg.paddr < r.end && r.start < seg.paddr + seg.memsz) {

@@ -122,8 +122,9 @@ LoadedKernel load_multiboot_kernel(const GuestMemory& mem, std::span<const std::
     initrd_addr = align_up(segments.end, kPageSize);
     if (!mem.contains(initrd_addr, opts.initrd.size())) {
       throw BootError("initrd of " + to_hex(opts.initrd.size()) + " bytes at " +
-                      to_hex(initrd_addr) + " does not fit in guest RAM of " +
-                      to_hex(mem.size()) + " bytes");
+                          to_hex(initrd_addr) + " does not fit in guest RAM of " +
+                          to_hex(mem.size()) + " bytes",
+                      ram_cause(initrd_addr, opts.initrd.size()));
     }
     mem.write(initrd_addr, opts.initrd);
     mem.write_obj(kModuleStringAddr, char{0});
