@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <linux/fs.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -41,6 +42,21 @@ BlockFile BlockFile::open(const std::string& path, bool read_only) {
   } else {
     ::close(fd);
     throw BlockFileError("drive " + path + ": not a regular file or block device");
+  }
+  // One writer or any number of readers, across this VMM's own drives and other processes
+  // (QEMU takes such locks too): two read-write drives of one file would corrupt it. flock()
+  // locks belong to the open file, so a second --drive of the same file in this process
+  // conflicts as another process's would. A file system without locks is let be.
+  if (::flock(fd, (read_only ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0 && errno != ENOLCK &&
+      errno != EOPNOTSUPP) {
+    const int err = errno;
+    ::close(fd);
+    if (err == EWOULDBLOCK) {
+      throw BlockFileError("drive " + path + ": in use: another --drive of this VMM or another " +
+                           "process has it open" + (read_only ? " for writing" : "") +
+                           " (a read-write drive is used by one VMM at a time)");
+    }
+    throw BlockFileError("drive " + path + ": cannot lock it: " + std::strerror(err));
   }
   return BlockFile(fd, path, read_only, size);
 }

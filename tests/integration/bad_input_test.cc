@@ -301,5 +301,15 @@ TEST(BadInputTest, HugeKernelsAndInitrdsAreJudgedWithoutBeingRead) {
   unlink(initrd.c_str());
 }
 
+TEST(BadInputTest, TwoReadWriteDrivesOfOneFileAreRefused) {
+  const std::string disk = write_temp(std::string(4096, 'd'));
+  const RunResult r =
+      run_minivmm({"run", "--kernel", guest_image(), "--drive", disk, "--drive", disk}, false);
+  EXPECT_EQ(r.exit_code, kBadKernel) << r.err;
+  EXPECT_NE(r.err.find("in use"), std::string::npos) << r.err;
+  EXPECT_EQ(line_count(r.err), 1) << r.err;
+  unlink(disk.c_str());
+}
+
 }  // namespace
 }  // namespace minivmm::testing
