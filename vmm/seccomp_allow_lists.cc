@@ -12,10 +12,11 @@ namespace {
 // Every thread: memory (malloc, std::vector, spdlog), locks and joins, clocks (vDSO, with a
 // syscall fallback on hosts whose clocksource has no vDSO path), logging to stderr, signal
 // returns (the vCPU kick and timer signals, the SIGSYS report), and thread or process exit
-// (glibc returns a finished thread's stack with madvise). And what a crash needs to be
-// reported as itself rather than as a seccomp violation: abort() and crash_signals.h's
-// handler put the previous disposition back (rt_sigaction) and raise the signal again
-// (getpid, gettid, tgkill).
+// (glibc returns a finished thread's stack with madvise). And what a signal that ends the
+// process (a crash, a kill -USR1) needs on whichever thread it lands, to end it as itself
+// rather than as a seccomp violation: abort() and crash_signals.h's handler put the previous
+// disposition back (rt_sigaction) and raise the signal again (getpid, gettid, tgkill); the
+// handler's terminal ioctls are in every filter (SeccompSandbox::enter).
 SyscallAllowList common_list(const SeccompFacts& facts) {
   SyscallAllowList l;
   l.allow({SYS_mmap, SYS_munmap, SYS_mremap, SYS_madvise, SYS_brk, SYS_mprotect});
