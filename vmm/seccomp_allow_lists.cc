@@ -41,6 +41,10 @@ SyscallAllowList common_list(const SeccompFacts& facts) {
              SYS_readlinkat});
     // A report reads /proc/self/maps (above) and starts a symbolizer.
     l.allow({SYS_dup2, SYS_execve, SYS_fork, SYS_vfork});
+    // And asks whether stderr is a terminal, for its colours (isatty). Seen when a crash signal
+    // that crash_signals.h chains to TSan's handler is reported: its handler blocks SIGSYS, so
+    // the trap killed the process by SIGSYS instead of letting the report finish.
+    l.allow_ioctl(STDERR_FILENO, TCGETS);
   }
   return l;
 }
