@@ -39,11 +39,13 @@ SyscallAllowList common_list(const SeccompFacts& facts) {
              SYS_kill, SYS_open, SYS_openat, SYS_close, SYS_read, SYS_pread64, SYS_getdents,
              SYS_getdents64, SYS_lseek, SYS_fstat, SYS_newfstatat, SYS_readlink,
              SYS_readlinkat});
-    // A report reads /proc/self/maps (above) and starts a symbolizer.
-    l.allow({SYS_dup2, SYS_execve, SYS_fork, SYS_vfork});
-    // And asks whether stderr is a terminal, for its colours (isatty). Seen when a crash signal
-    // that crash_signals.h chains to TSan's handler is reported: its handler blocks SIGSYS, so
-    // the trap killed the process by SIGSYS instead of letting the report finish.
+    // A report reads /proc/self/maps (above), looks for a symbolizer on the PATH (stat) and
+    // starts it.
+    l.allow({SYS_stat, SYS_dup2, SYS_execve, SYS_fork, SYS_vfork});
+    // And asks whether stderr is a terminal, for its colours (isatty). Both seen when a crash
+    // signal that crash_signals.h chains to the sanitizer's handler was reported: under ASan the
+    // stat ended the run with exit code 14 instead of the report's; TSan's handler blocks
+    // SIGSYS, so there the ioctl's trap killed the process by SIGSYS.
     l.allow_ioctl(STDERR_FILENO, TCGETS);
   }
   return l;
