@@ -32,14 +32,14 @@
 namespace minivmm::testing {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using TtyClock = std::chrono::steady_clock;
 
-bool same_settings(const termios& a, const termios& b) {
+bool same_tty_settings(const termios& a, const termios& b) {
   return a.c_iflag == b.c_iflag && a.c_oflag == b.c_oflag && a.c_cflag == b.c_cflag &&
          a.c_lflag == b.c_lflag && std::equal(std::begin(a.c_cc), std::end(a.c_cc), b.c_cc);
 }
 
-bool raw(int fd) {
+bool tty_raw(int fd) {
   termios t{};
   return tcgetattr(fd, &t) == 0 && (t.c_lflag & ICANON) == 0;
 }
@@ -97,10 +97,10 @@ struct TtyRun {
   }
 };
 
-void start(TtyRun& r, std::vector<char*>& argv) {
+void start_on_tty(TtyRun& r, std::vector<char*>& argv) {
   ASSERT_EQ(openpty(&r.master, &r.slave, nullptr, nullptr, nullptr), 0);
   ASSERT_EQ(tcgetattr(r.slave, &r.before), 0);
-  ASSERT_FALSE(raw(r.slave));
+  ASSERT_FALSE(tty_raw(r.slave));
   // Non-blocking: the guest's console output is read and kept only so it cannot fill the pty.
   fcntl(r.master, F_SETFL, fcntl(r.master, F_GETFL) | O_NONBLOCK);
   r.pid = fork();
@@ -123,9 +123,9 @@ void start(TtyRun& r, std::vector<char*>& argv) {
 }
 
 // Kills and reaps whatever a failed assertion left running, closes the terminals.
-struct Reaper {
+struct TtyReaper {
   std::vector<TtyRun>& runs;
-  ~Reaper() {
+  ~TtyReaper() {
     for (TtyRun& r : runs) {
       if (r.pid > 0 && !r.reaped) {
         kill(r.pid, SIGKILL);
@@ -138,7 +138,7 @@ struct Reaper {
 };
 
 // A few at a time, not all 45: the host may have two CPUs and other tests beside this one.
-constexpr std::size_t kAtOnce = 8;
+constexpr std::size_t kTtyRunsAtOnce = 8;
 
 TEST(BootInteractiveTest, EveryDeadlySignalGivesTheTerminalBackAndKillsAsItself) {
   SKIP_WITHOUT_KVM();
@@ -152,23 +152,23 @@ TEST(BootInteractiveTest, EveryDeadlySignalGivesTheTerminalBackAndKillsAsItself)
 
   const std::vector<int> signals = deadly_signals();
   std::vector<TtyRun> runs(signals.size());
-  Reaper reaper{runs};
-  const auto started = Clock::now();
-  for (std::size_t first = 0; first < runs.size(); first += kAtOnce) {
-    const std::size_t end = std::min(first + kAtOnce, runs.size());
+  TtyReaper reaper{runs};
+  const auto started = TtyClock::now();
+  for (std::size_t first = 0; first < runs.size(); first += kTtyRunsAtOnce) {
+    const std::size_t end = std::min(first + kTtyRunsAtOnce, runs.size());
     for (std::size_t i = first; i < end; ++i) {
       runs[i].sig = signals[i];
-      start(runs[i], argv);
+      start_on_tty(runs[i], argv);
     }
     // Raw and filtered, then the signal, then the end; generous for a sanitizer build.
-    const auto deadline = Clock::now() + std::chrono::seconds(60);
-    for (bool waiting = true; waiting && Clock::now() < deadline;) {
+    const auto deadline = TtyClock::now() + std::chrono::seconds(60);
+    for (bool waiting = true; waiting && TtyClock::now() < deadline;) {
       waiting = false;
       for (std::size_t i = first; i < end; ++i) {
         TtyRun& r = runs[i];
         r.drain();
         if (r.exited()) continue;
-        if (!r.ready && raw(r.slave) && vmm_threads_filtered(r.pid)) {
+        if (!r.ready && tty_raw(r.slave) && vmm_threads_filtered(r.pid)) {
           r.ready = true;
           kill(r.pid, r.sig);
         }
@@ -178,7 +178,7 @@ TEST(BootInteractiveTest, EveryDeadlySignalGivesTheTerminalBackAndKillsAsItself)
     }
   }
   RecordProperty("seconds",
-                 std::to_string(std::chrono::duration<double>(Clock::now() - started).count()));
+                 std::to_string(std::chrono::duration<double>(TtyClock::now() - started).count()));
 
   for (TtyRun& r : runs) {
     SCOPED_TRACE(signal_name(r.sig));
@@ -186,12 +186,8 @@ TEST(BootInteractiveTest, EveryDeadlySignalGivesTheTerminalBackAndKillsAsItself)
     ASSERT_TRUE(r.reaped) << "still running";
     termios after{};
     ASSERT_EQ(tcgetattr(r.slave, &after), 0);
-    EXPECT_TRUE(same_settings(after, r.before)) << "the terminal was not given back";
-#ifdef MINIVMM_SANITIZER_RUNTIME
-    if (sanitizer_may_report(r.sig) && WIFEXITED(r.status) && WEXITSTATUS(r.status) != 0) {
-      continue;
-    }
-#endif
+    EXPECT_TRUE(same_tty_settings(after, r.before)) << "the terminal was not given back";
+    if (sanitizer_reported(r.sig, r.status)) continue;
     EXPECT_TRUE(WIFSIGNALED(r.status) && WTERMSIG(r.status) == r.sig)
         << "status " << r.status << (WIFEXITED(r.status) ? " (exited)" : "")
         << (WIFSIGNALED(r.status) ? " (killed by " + signal_name(WTERMSIG(r.status)) + ")" : "")
