@@ -64,7 +64,9 @@ int main(int argc, char** argv) {
   const std::array<bool, 3> closed_std_fds = plug_closed_std_fds();
   // Console output piped into `head` must not kill the VMM; the sink counts EPIPE instead.
   std::signal(SIGPIPE, SIG_IGN);
-  minivmm::vmm::install_crash_signal_handlers();  // a crash gives the terminal back
+  // After SIGPIPE is ignored: a crash, or any other signal that ends the process, gives the
+  // terminal back first.
+  minivmm::vmm::install_crash_signal_handlers();
   // Logs go to stderr: stdout is the guest's console. Through the logging front end, so that
   // this file need not include spdlog (devices/log.h says why).
   minivmm::log::use_stderr_logger("minivmm", "minivmm: %^%l%$: %v");

@@ -12,10 +12,11 @@ namespace {
 // Every thread: memory (malloc, std::vector, spdlog), locks and joins, clocks (vDSO, with a
 // syscall fallback on hosts whose clocksource has no vDSO path), logging to stderr, signal
 // returns (the vCPU kick and timer signals, the SIGSYS report), and thread or process exit
-// (glibc returns a finished thread's stack with madvise). And what a crash needs to be
-// reported as itself rather than as a seccomp violation: abort() and crash_signals.h's
-// handler put the previous disposition back (rt_sigaction) and raise the signal again
-// (getpid, gettid, tgkill).
+// (glibc returns a finished thread's stack with madvise). And what a signal that ends the
+// process (a crash, a kill -USR1) needs on whichever thread it lands, to end it as itself
+// rather than as a seccomp violation: abort() and crash_signals.h's handler put the previous
+// disposition back (rt_sigaction) and raise the signal again (getpid, gettid, tgkill); the
+// handler's terminal ioctls are in every filter (SeccompSandbox::enter).
 SyscallAllowList common_list(const SeccompFacts& facts) {
   SyscallAllowList l;
   l.allow({SYS_mmap, SYS_munmap, SYS_mremap, SYS_madvise, SYS_brk, SYS_mprotect});
@@ -38,8 +39,14 @@ SyscallAllowList common_list(const SeccompFacts& facts) {
              SYS_kill, SYS_open, SYS_openat, SYS_close, SYS_read, SYS_pread64, SYS_getdents,
              SYS_getdents64, SYS_lseek, SYS_fstat, SYS_newfstatat, SYS_readlink,
              SYS_readlinkat});
-    // A report reads /proc/self/maps (above) and starts a symbolizer.
-    l.allow({SYS_dup2, SYS_execve, SYS_fork, SYS_vfork});
+    // A report reads /proc/self/maps (above), looks for a symbolizer on the PATH (stat) and
+    // starts it.
+    l.allow({SYS_stat, SYS_dup2, SYS_execve, SYS_fork, SYS_vfork});
+    // And asks whether stderr is a terminal, for its colours (isatty). Both seen when a crash
+    // signal that crash_signals.h chains to the sanitizer's handler was reported: under ASan the
+    // stat ended the run with exit code 14 instead of the report's; TSan's handler blocks
+    // SIGSYS, so there the ioctl's trap killed the process by SIGSYS.
+    l.allow_ioctl(STDERR_FILENO, TCGETS);
   }
   return l;
 }

@@ -156,6 +156,7 @@ void SeccompSandbox::enter(ThreadKind kind, const SyscallAllowList& list) {
     SyscallAllowList all = list;
     // What the trap report itself needs: its line, the terminal (ConsoleInput puts only stdin
     // in raw mode; glibc's tcsetattr reads the settings back after setting them) and the exit.
+    // crash_signals.h's handler needs the same terminal ioctls, on any thread.
     all.allow({SYS_write, SYS_exit_group});
     all.allow_ioctl(STDIN_FILENO, TCSETS);
     all.allow_ioctl(STDIN_FILENO, TCGETS);

@@ -9,9 +9,6 @@
 namespace minivmm::vmm {
 namespace {
 
-// Sent by the destructor only, to end the wait; never meaningful from outside.
-int quit_signal() noexcept { return SIGRTMIN + 6; }
-
 sigset_t waited_set() noexcept {
   sigset_t set;
   sigemptyset(&set);
@@ -22,11 +19,14 @@ sigset_t waited_set() noexcept {
   // when it continues (Machine::on_signal).
   sigaddset(&set, SIGTSTP);
   sigaddset(&set, SIGCONT);
-  sigaddset(&set, quit_signal());
+  sigaddset(&set, StopSignals::quit_signal());
   return set;
 }
 
 }  // namespace
+
+// Sent by the destructor only, to end the wait; never meaningful from outside.
+int StopSignals::quit_signal() noexcept { return SIGRTMIN + 6; }
 
 void StopSignals::block() {
   const sigset_t set = waited_set();

@@ -30,6 +30,10 @@ class StopSignals {
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
 
+  // The real-time signal the destructor sends to end the wait; blocked in every thread, like
+  // the others. Public so that crash_signals.cc leaves it alone.
+  static int quit_signal() noexcept;
+
  private:
   void thread_main();
 

@@ -23,16 +23,13 @@
 namespace minivmm::vmm {
 namespace {
 
-// A real-time signal whose only job is to make KVM_RUN return EINTR; the handler does nothing.
-int kick_signal() noexcept { return SIGRTMIN + 4; }
-
 void install_kick_handler() {
   static const bool installed = [] {
     struct sigaction sa {};
     sa.sa_handler = [](int) {};
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = 0;  // no SA_RESTART: KVM_RUN must return
-    sigaction(kick_signal(), &sa, nullptr);
+    sigaction(Vcpu::kick_signal(), &sa, nullptr);
     return true;
   }();
   (void)installed;
@@ -55,6 +52,9 @@ kvm_segment to_kvm(const SegmentState& s) {
 }
 
 }  // namespace
+
+// A real-time signal whose only job is to make KVM_RUN return EINTR; the handler does nothing.
+int Vcpu::kick_signal() noexcept { return SIGRTMIN + 4; }
 
 std::string_view vcpu_exit_name(VcpuExit e) noexcept {
   switch (e) {
