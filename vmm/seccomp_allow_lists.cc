@@ -77,7 +77,7 @@ SyscallAllowList loop_allow_list(const SeccompFacts& facts) {
   // The --stats report at the end (vmm/output_file.h): a regular file is written beside its
   // target (openat) and renamed onto it, the temporary removed if that fails; a FIFO or a
   // terminal that takes nothing for a while is waited for, bounded (poll).
-  l.allow({SYS_rename, SYS_renameat, SYS_renameat2, SYS_unlink, SYS_unlinkat, SYS_poll, SYS_ppoll});
+  l.allow({SYS_rename, SYS_renameat, SYS_renameat2, SYS_unlink, SYS_unlinkat, SYS_poll});
   // The report: how much of guest RAM the host backed (GuestRamMapping::resident_bytes).
   l.allow(SYS_mincore);
   // Kicking vCPUs out of KVM_RUN (pthread_kill: tgkill).
