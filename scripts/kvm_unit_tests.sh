@@ -33,7 +33,7 @@ die() {
   exit 1
 }
 
-# Features minivmm's --cpuid-mask knows (vmm/cpuid_policy.cc), in QEMU's spelling where it differs.
+# Features minivmm's --cpuid-mask knows (vmm/vcpu/cpuid_policy.cc), in QEMU's spelling where it differs.
 cpuid_mask_name() {
   case "$1" in
     tsc-deadline) echo tsc_deadline_timer ;;

@@ -21,10 +21,10 @@
 #include <string>
 #include <vector>
 
-#include "devices/block_file.h"
-#include "devices/block_uring.h"
-#include "devices/virtio_blk.h"
-#include "devices/virtio_mmio_transport.h"
+#include "devices/host/block_file.h"
+#include "devices/host/block_uring.h"
+#include "devices/virtio/blk/virtio_blk.h"
+#include "devices/virtio/virtio_mmio_transport.h"
 #include "tests/support/fake_irq_line.h"
 #include "tests/support/fake_virtio_driver.h"
 

@@ -24,13 +24,13 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "devices/log.h"
+#include "devices/log/log.h"
 #include "loop/event_loop.h"
 #include "timers/dynticks.h"
 #include "timers/monotonic_clock.h"
 #include "timers/poll_timeout_alarm.h"
 #include "timers/timer_list.h"
-#include "vmm/control_socket.h"
+#include "vmm/control/control_socket.h"
 
 namespace {
 

@@ -10,8 +10,8 @@
 #include <array>
 #include <vector>
 
-#include "devices/debug_exit.h"
-#include "devices/post_port.h"
+#include "devices/pc/debug_exit.h"
+#include "devices/pc/post_port.h"
 #include "tests/fuzz/fuzz_target.h"
 
 namespace minivmm::fuzz {

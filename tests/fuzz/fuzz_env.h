@@ -19,8 +19,8 @@
 #include <cstdint>
 #include <span>
 
-#include "devices/byte_sink.h"
-#include "devices/irq_line.h"
+#include "devices/bus/byte_sink.h"
+#include "devices/bus/irq_line.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "tests/fuzz/fuzz_ops.h"
 #include "tests/support/fake_clock.h"

@@ -20,8 +20,8 @@
 #include <optional>
 #include <span>
 
-#include "devices/log.h"
-#include "devices/port_io_device.h"
+#include "devices/log/log.h"
+#include "devices/bus/port_io_device.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "tests/fuzz/fuzz_env.h"
 #include "tests/fuzz/fuzz_ops.h"

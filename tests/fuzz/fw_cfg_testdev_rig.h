@@ -15,10 +15,10 @@
 #include <map>
 #include <vector>
 
-#include "devices/fw_cfg.h"
-#include "devices/pc_testdev_flush_page.h"
-#include "devices/pc_testdev_irq.h"
-#include "devices/pc_testdev_port.h"
+#include "devices/testdev/fw_cfg.h"
+#include "devices/testdev/pc_testdev_flush_page.h"
+#include "devices/testdev/pc_testdev_irq.h"
+#include "devices/testdev/pc_testdev_port.h"
 #include "tests/fuzz/fuzz_target.h"
 #include "tests/support/fake_irq_line.h"
 

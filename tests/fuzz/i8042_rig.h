@@ -12,7 +12,7 @@
 #include <algorithm>
 #include <array>
 
-#include "devices/i8042.h"
+#include "devices/pc/i8042.h"
 #include "tests/fuzz/fuzz_target.h"
 
 namespace minivmm::fuzz {

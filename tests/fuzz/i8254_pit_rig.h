@@ -12,8 +12,8 @@
 
 #include <array>
 
-#include "devices/i8254_pit.h"
-#include "devices/i8254_speaker_port.h"
+#include "devices/pc/i8254/i8254_pit.h"
+#include "devices/pc/i8254/i8254_speaker_port.h"
 #include "tests/fuzz/fuzz_target.h"
 
 namespace minivmm::fuzz {

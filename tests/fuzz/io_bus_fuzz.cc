@@ -14,8 +14,8 @@
 #include <utility>
 #include <vector>
 
-#include "devices/io_bus.h"
-#include "devices/log.h"
+#include "devices/bus/io_bus.h"
+#include "devices/log/log.h"
 #include "tests/fuzz/debug_exit_post_port_rig.h"
 #include "tests/fuzz/fuzz_target.h"
 #include "tests/fuzz/i8042_rig.h"

@@ -16,7 +16,7 @@
 
 #include "vmm/boot/boot_error.h"
 #include "vmm/boot/loaded_kernel.h"
-#include "vmm/guest_ram_mapping.h"
+#include "vmm/kvm/guest_ram_mapping.h"
 
 namespace minivmm::fuzz {
 

@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "tests/unit/boot/bzimage_builder.h"
-#include "tests/unit/boot/elf_builder.h"
+#include "tests/unit/vmm/boot/bzimage_builder.h"
+#include "tests/unit/vmm/boot/elf_builder.h"
 
 namespace {
 

@@ -22,7 +22,7 @@
 #include <atomic>
 #include <chrono>
 
-#include "devices/mc146818_rtc.h"
+#include "devices/pc/mc146818_rtc.h"
 #include "tests/fuzz/fuzz_target.h"
 
 namespace minivmm::fuzz {

@@ -18,7 +18,7 @@
 #include <algorithm>
 #include <array>
 
-#include "devices/uart_16550.h"
+#include "devices/pc/uart_16550.h"
 #include "tests/fuzz/fuzz_target.h"
 
 namespace minivmm::fuzz {

@@ -15,12 +15,12 @@
 #include <string>
 #include <vector>
 
-#include "devices/block_file.h"
-#include "devices/guest_ram.h"
-#include "devices/virtio_blk.h"
-#include "devices/virtio_blk_request.h"
-#include "devices/virtio_mmio_transport.h"
-#include "devices/virtqueue.h"
+#include "devices/host/block_file.h"
+#include "devices/bus/guest_ram.h"
+#include "devices/virtio/blk/virtio_blk.h"
+#include "devices/virtio/blk/virtio_blk_request.h"
+#include "devices/virtio/virtio_mmio_transport.h"
+#include "devices/virtio/virtqueue.h"
 #include "tests/fuzz/virtio_fuzz_input.h"
 #include "tests/support/fake_irq_line.h"
 #include "tests/support/fake_virtio_driver.h"

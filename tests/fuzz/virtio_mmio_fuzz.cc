@@ -17,7 +17,7 @@
 #include <optional>
 #include <vector>
 
-#include "devices/log.h"
+#include "devices/log/log.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "tests/fuzz/fuzz_ops.h"
 #include "tests/fuzz/virtio_mmio_rig.h"

@@ -43,13 +43,13 @@
 #include <string>
 #include <vector>
 
-#include "devices/block_file.h"
-#include "devices/byte_sink.h"
-#include "devices/guest_ram.h"
-#include "devices/mmio_bus.h"
-#include "devices/virtio_blk.h"
-#include "devices/virtio_console.h"
-#include "devices/virtio_mmio_transport.h"
+#include "devices/host/block_file.h"
+#include "devices/bus/byte_sink.h"
+#include "devices/bus/guest_ram.h"
+#include "devices/bus/mmio_bus.h"
+#include "devices/virtio/blk/virtio_blk.h"
+#include "devices/virtio/virtio_console.h"
+#include "devices/virtio/virtio_mmio_transport.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "tests/fuzz/fuzz_ops.h"
 #include "tests/support/fake_irq_line.h"

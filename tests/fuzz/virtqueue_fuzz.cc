@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "devices/guest_ram.h"
-#include "devices/virtqueue.h"
+#include "devices/bus/guest_ram.h"
+#include "devices/virtio/virtqueue.h"
 #include "tests/fuzz/virtio_fuzz_input.h"
 
 namespace {

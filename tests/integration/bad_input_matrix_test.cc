@@ -26,16 +26,16 @@
 
 #include "loop/event_loop.h"
 #include "loop/poller.h"
-#include "tests/unit/boot/bzimage_builder.h"
-#include "tests/unit/boot/elf_builder.h"
+#include "tests/unit/vmm/boot/bzimage_builder.h"
+#include "tests/unit/vmm/boot/elf_builder.h"
 #include "timers/dynticks.h"
 #include "timers/monotonic_clock.h"
 #include "timers/poll_timeout_alarm.h"
 #include "timers/timer_list.h"
-#include "vmm/control_socket.h"
-#include "vmm/guest_ram_mapping.h"
-#include "vmm/kernel_loader.h"
-#include "vmm/mapped_file.h"
+#include "vmm/control/control_socket.h"
+#include "vmm/kvm/guest_ram_mapping.h"
+#include "vmm/boot/kernel_loader.h"
+#include "vmm/host/mapped_file.h"
 #include "vmm/vmm_error.h"
 
 #include "run_minivmm.h"  // kUsage, kBadKernel

@@ -2,7 +2,7 @@
 // pause, resume and stats requests back to back (each the moment the last reply came), in
 // every tick mode and with the console kept in a file or thrown away. Afterwards the guest
 // must still tick and a final quit must end the run in order. The protocol itself is unit-
-// tested in tests/unit/vmm/vcpu_run_gate_test.cc; this is the real loop, vCPU and PIT.
+// tested in tests/unit/vmm/vcpu/vcpu_run_gate_test.cc; this is the real loop, vCPU and PIT.
 #include <gtest/gtest.h>
 #include <unistd.h>
 

@@ -1,10 +1,10 @@
 // `minivmm run --interactive` on a pseudo-terminal, ended by each catchable signal whose default
-// action ends a process and that minivmm does not take for itself (vmm/crash_signals.h): the
+// action ends a process and that minivmm does not take for itself (vmm/host/crash_signals.h): the
 // terminal must be as it was before the run, and the parent must see the process killed by
 // that very signal, as it would have been without minivmm's handler. The signal comes from
 // kill(2) once the terminal is raw and minivmm's threads run under their seccomp filters, so the
 // handler runs as in a real run: on the thread the kernel picks (the loop, in practice), under
-// that thread's allow-list. (tests/unit/vmm/terminal_test.cc checks the other thread kinds'
+// that thread's allow-list. (tests/unit/vmm/host/terminal_test.cc checks the other thread kinds'
 // lists, and what the handler leaves alone.)
 #include <gtest/gtest.h>
 

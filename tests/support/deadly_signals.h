@@ -1,5 +1,5 @@
 // The signals that must give the terminal back and then kill minivmm as themselves
-// (vmm/crash_signals.h, README's exit codes, docs/reliability.md), for the unit test of the
+// (vmm/host/crash_signals.h, README's exit codes, docs/reliability.md), for the unit test of the
 // handler and the test of the real binary on a pseudo-terminal. Written out rather than taken
 // from crash_signals.cc: this list is the promise the code is held to.
 #pragma once
@@ -15,8 +15,8 @@
 
 #include "timers/posix_timer_alarm.h"
 #include "timers/thread_timers.h"
-#include "vmm/stop_signals.h"
-#include "vmm/vcpu.h"
+#include "vmm/host/stop_signals.h"
+#include "vmm/vcpu/vcpu.h"
 
 namespace minivmm::testing {
 

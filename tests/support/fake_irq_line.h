@@ -6,7 +6,7 @@
 #include <optional>
 #include <vector>
 
-#include "devices/irq_line.h"
+#include "devices/bus/irq_line.h"
 
 namespace minivmm::testing {
 

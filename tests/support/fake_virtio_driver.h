@@ -9,9 +9,9 @@
 #include <span>
 #include <vector>
 
-#include "devices/guest_ram.h"
-#include "devices/virtio_device.h"
-#include "devices/virtio_mmio_transport.h"
+#include "devices/bus/guest_ram.h"
+#include "devices/virtio/virtio_device.h"
+#include "devices/virtio/virtio_mmio_transport.h"
 
 namespace minivmm::testing {
 

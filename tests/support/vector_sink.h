@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "devices/byte_sink.h"
+#include "devices/bus/byte_sink.h"
 
 namespace minivmm::testing {
 

@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-#include "vmm/guest_memory.h"
+#include "vmm/boot/guest_memory.h"
 
 namespace minivmm::vmm {
 

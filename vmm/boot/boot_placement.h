@@ -7,7 +7,7 @@
 #include <span>
 #include <string_view>
 
-#include "vmm/guest_memory.h"
+#include "vmm/boot/guest_memory.h"
 
 namespace minivmm::vmm {
 

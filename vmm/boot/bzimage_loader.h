@@ -12,7 +12,7 @@
 
 #include "vmm/boot/boot_layout.h"
 #include "vmm/boot/loaded_kernel.h"
-#include "vmm/guest_memory.h"
+#include "vmm/boot/guest_memory.h"
 
 namespace minivmm::vmm {
 

@@ -7,7 +7,7 @@
 #include "vmm/boot/boot_layout.h"
 
 #include "vmm/boot/elf_file.h"
-#include "vmm/guest_memory.h"
+#include "vmm/boot/guest_memory.h"
 
 namespace minivmm::vmm {
 

@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "vmm/x86_boot_state.h"
+#include "vmm/vcpu/x86_boot_state.h"
 
 namespace minivmm::vmm {
 

@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "vmm/boot/loaded_kernel.h"
-#include "vmm/guest_memory.h"
+#include "vmm/boot/guest_memory.h"
 
 namespace minivmm::vmm {
 

@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
-#include "vmm/guest_memory.h"
-#include "vmm/x86_boot_state.h"
+#include "vmm/boot/guest_memory.h"
+#include "vmm/vcpu/x86_boot_state.h"
 
 namespace minivmm::vmm {
 

@@ -1,8 +1,8 @@
 // The 64-bit start state for kernels entered in long mode (the Linux 64-bit boot protocol).
 #pragma once
 
-#include "vmm/guest_memory.h"
-#include "vmm/x86_boot_state.h"
+#include "vmm/boot/guest_memory.h"
+#include "vmm/vcpu/x86_boot_state.h"
 
 namespace minivmm::vmm {
 

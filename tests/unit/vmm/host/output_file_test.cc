@@ -1,0 +1,155 @@
+// OutputFile (vmm/host/output_file.h): what check() refuses, that it touches nothing, and how each
+// kind of target is written.
+#include "vmm/host/output_file.h"
+
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "vmm/vmm_error.h"
+
+namespace minivmm::vmm {
+namespace {
+
+class OutputFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/minivmm-output-file-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    const std::string cmd = "rm -rf '" + dir_ + "'";
+    EXPECT_EQ(std::system(cmd.c_str()), 0);
+  }
+  std::string path(const std::string& name) const { return dir_ + "/" + name; }
+  std::string make(const std::string& name, const std::string& text) const {
+    std::ofstream(path(name), std::ios::binary) << text;
+    return path(name);
+  }
+  static std::string read(const std::string& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+  // The exit code and message of check(), or kOk when it passes.
+  static std::pair<ExitCode, std::string> judge(const std::string& p,
+                                                const std::vector<InputFile>& inputs = {}) {
+    try {
+      OutputFile::check("--stats", p, inputs);
+      return {ExitCode::kOk, ""};
+    } catch (const VmmError& e) {
+      return {e.code(), e.what()};
+    }
+  }
+
+  std::string dir_;
+};
+
+TEST_F(OutputFileTest, RefusesWhatCannotBeAReport) {
+  EXPECT_EQ(judge("").first, ExitCode::kUsage);
+  EXPECT_EQ(judge(dir_).first, ExitCode::kUsage);                       // a directory
+  EXPECT_EQ(judge(path("no-such-dir/report.json")).first, ExitCode::kUsage);
+  EXPECT_EQ(judge(path("sub/")).first, ExitCode::kUsage);
+  ASSERT_EQ(::symlink(path("nothing").c_str(), path("dangling").c_str()), 0);
+  EXPECT_EQ(judge(path("dangling")).first, ExitCode::kUsage);
+  // A socket (the control socket's file, say).
+  const int s = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string sock = path("api.sock");
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", sock.c_str());
+  ASSERT_EQ(::bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  EXPECT_EQ(judge(sock).first, ExitCode::kUsage);
+  ::close(s);
+}
+
+TEST_F(OutputFileTest, NeverAnInputUnderAnyName) {
+  const std::string kernel = make("bzImage", "kernel bytes");
+  ASSERT_EQ(::symlink(kernel.c_str(), path("alias").c_str()), 0);
+  ASSERT_EQ(::link(kernel.c_str(), path("hardlink").c_str()), 0);
+  const std::vector<InputFile> inputs{{"--kernel", kernel}};
+  for (const std::string& p : {kernel, path("alias"), path("hardlink"), dir_ + "/./bzImage"}) {
+    const auto [code, why] = judge(p, inputs);
+    EXPECT_EQ(code, ExitCode::kUsage) << p;
+    EXPECT_NE(why.find("--kernel"), std::string::npos) << why;
+  }
+  // An input that does not exist yet (the control socket is created later) by its name.
+  EXPECT_EQ(judge(path("api.sock"), {{"--api-socket", path("api.sock")}}).first, ExitCode::kUsage);
+  EXPECT_EQ(read(kernel), "kernel bytes");
+}
+
+TEST_F(OutputFileTest, CheckAndOpenTouchNothingAndWriteReplacesTheFileWhole) {
+  const std::string report = make("report.json", "old report");
+  OutputFile out = OutputFile::check("--stats", report, {});
+  EXPECT_EQ(out.kind(), OutputFile::Kind::kRegular);
+  out.open();
+  EXPECT_EQ(read(report), "old report") << "touched before the end of the run";
+  std::string why;
+  ASSERT_TRUE(out.write("new report\n", why)) << why;
+  EXPECT_EQ(read(report), "new report\n");
+  // Nothing else is left in the folder (the temporary file was renamed).
+  EXPECT_EQ(::access(path(".report.json.tmp-" + std::to_string(::getpid()) + "-0").c_str(), F_OK), -1);
+}
+
+TEST_F(OutputFileTest, AFileThatDoesNotExistYetIsCreatedAtTheEnd) {
+  OutputFile out = OutputFile::check("--stats", path("new.json"), {});
+  out.open();
+  EXPECT_EQ(::access(path("new.json").c_str(), F_OK), -1);
+  std::string why;
+  ASSERT_TRUE(out.write("{}\n", why)) << why;
+  EXPECT_EQ(read(path("new.json")), "{}\n");
+}
+
+TEST_F(OutputFileTest, AFifoWithoutAReaderIsRefusedWhenOpenedAndOneWithAReaderIsWritten) {
+  const std::string fifo = path("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  OutputFile lonely = OutputFile::check("--stats", fifo, {});
+  EXPECT_EQ(lonely.kind(), OutputFile::Kind::kDirect);
+  EXPECT_THROW(lonely.open(), VmmError);
+
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(reader, 0);
+  OutputFile out = OutputFile::check("--stats", fifo, {});
+  out.open();
+  std::string why;
+  ASSERT_TRUE(out.write("through the fifo", why)) << why;
+  char buf[64] = {};
+  EXPECT_EQ(::read(reader, buf, sizeof buf), 16);
+  EXPECT_STREQ(buf, "through the fifo");
+  ::close(reader);
+}
+
+TEST_F(OutputFileTest, AFailedWriteIsSaid) {
+  OutputFile out = OutputFile::check("--stats", "/dev/full", {});
+  EXPECT_EQ(out.kind(), OutputFile::Kind::kDirect);
+  out.open();
+  std::string why;
+  EXPECT_FALSE(out.write("x", why));
+  EXPECT_NE(why.find("No space"), std::string::npos) << why;
+}
+
+TEST_F(OutputFileTest, AFifoWhoseReaderStopsReadingIsGivenUpOnNotWaitedForForever) {
+  const std::string fifo = path("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);  // never reads
+  ASSERT_GE(reader, 0);
+  OutputFile out = OutputFile::check("--stats", fifo, {});
+  out.set_write_timeout(std::chrono::milliseconds(20));
+  out.open();
+  std::string why;
+  EXPECT_FALSE(out.write(std::string(1 << 20, 'x'), why));  // more than a pipe holds
+  EXPECT_NE(why.find("took nothing"), std::string::npos) << why;
+  ::close(reader);
+}
+
+}  // namespace
+}  // namespace minivmm::vmm

@@ -1,0 +1,29 @@
+// Picks the loader for a kernel file by its contents: a multiboot v1 header in the first 8 KiB
+// (kvm-unit-tests' .flat files, realmode.flat included: it is a multiboot ELF32 that drops to
+// real mode itself), an ELF with a PVH note (vmlinux), else a Linux bzImage. Throws VmmError
+// with the loader's one-line reason: kBadKernel for a bad image, kUsage for a good one that
+// needs more RAM than --memory gives or whose command line is too long for it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "vmm/boot/loaded_kernel.h"
+#include "vmm/boot/guest_memory.h"
+
+namespace minivmm::vmm {
+
+// `cpus` goes into the MADT. Multiboot kernels also get what a BIOS leaves behind: the
+// real-mode IVT (bios_ivt.h) and the ACPI tables in the BIOS area, each unless the image
+// itself occupies that memory. A multiboot kernel's command line starts with `kernel_name`
+// (the --kernel path) when one is given, as GRUB and QEMU pass it: kvm-unit-tests takes the
+// first word as argv[0] and the rest as its arguments.
+LoadedKernel load_kernel(const GuestMemory& mem, std::span<const std::byte> image,
+                         const std::string& cmdline, std::span<const std::byte> initrd,
+                         std::uint32_t cpus = 1, std::string_view kernel_name = {});
+
+}  // namespace minivmm::vmm

@@ -1,0 +1,38 @@
+// The guest's RAM: one anonymous mapping, guest physical 0 upwards, and its owner (the views are
+// GuestMemory for the loaders and devices::GuestRam for the devices). Owned apart from the Vm so
+// the kernel and initrd can be loaded (and rejected) before /dev/kvm is opened: a bad image gets
+// its own error on any machine, and nothing of KVM is set up for an input that cannot boot.
+#pragma once
+
+#include <cstdint>
+
+#include "vmm/boot/guest_memory.h"
+
+namespace minivmm::vmm {
+
+class GuestRamMapping {
+ public:
+  static constexpr std::uint64_t kMaxBytes = 3ull << 30;  // below the 32-bit MMIO hole
+
+  // Maps `bytes` (a multiple of 4 KiB, 4 KiB..3 GiB: VmmError(kUsage) otherwise) lazily:
+  // MAP_NORESERVE, so untouched guest RAM costs the host nothing. VmmError(kHostFailure) when
+  // the host refuses the mapping.
+  explicit GuestRamMapping(std::uint64_t bytes);
+  ~GuestRamMapping();
+  GuestRamMapping(const GuestRamMapping&) = delete;
+  GuestRamMapping& operator=(const GuestRamMapping&) = delete;
+
+  GuestMemory memory() const noexcept { return memory_; }
+
+  // How much of the mapping the host has actually backed (mincore): the guest RAM share of the
+  // process's RSS, so that the report can tell the VMM's own memory apart from the guest's.
+  // 0 when mincore fails.
+  std::uint64_t resident_bytes() const noexcept;
+
+ private:
+  void* base_ = nullptr;
+  std::uint64_t bytes_ = 0;
+  GuestMemory memory_;
+};
+
+}  // namespace minivmm::vmm

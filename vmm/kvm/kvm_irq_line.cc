@@ -1,0 +1,69 @@
+#include "vmm/kvm/kvm_irq_line.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "timers/syscall_counters.h"
+#include "vmm/vmm_error.h"
+
+namespace minivmm::vmm {
+
+KvmIrqLine::KvmIrqLine(const Vm& vm, std::uint32_t gsi, IrqInject inject, bool track_acks)
+    : vm_(vm), gsi_(gsi), inject_(inject) {
+  irqfd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (track_acks) resamplefd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!irqfd_.valid() || (track_acks && !resamplefd_.valid())) {
+    throw VmmError(ExitCode::kHostFailure, std::string("eventfd: ") + std::strerror(errno));
+  }
+  vm_.add_irqfd(irqfd_.get(), gsi_, track_acks ? resamplefd_.get() : -1);
+}
+
+std::optional<std::uint64_t> KvmIrqLine::acknowledgements() noexcept {
+  if (!resamplefd_.valid()) return std::nullopt;
+  std::uint64_t n = 0;
+  timers::thread_syscalls().add(timers::Syscall::kRead);
+  // EAGAIN: no acknowledgement since the last read.
+  if (::read(resamplefd_.get(), &n, sizeof n) == static_cast<ssize_t>(sizeof n)) acks_ += n;
+  return acks_;
+}
+
+KvmIrqLine::~KvmIrqLine() { vm_.remove_irqfd(irqfd_.get(), gsi_); }
+
+void KvmIrqLine::stop_acknowledgements() noexcept {
+  if (!resamplefd_.valid()) return;
+  // Unbinding the last resampling irqfd of the GSI drops the level its resampler held; the
+  // same eventfd then comes back as a plain irqfd (raise and lower per write).
+  vm_.remove_irqfd(irqfd_.get(), gsi_);
+  resamplefd_.reset();
+  try {
+    vm_.add_irqfd(irqfd_.get(), gsi_);
+  } catch (...) {
+    // Nothing sane is left to do from a device's tick path; the run report shows the ticks.
+  }
+}
+
+void KvmIrqLine::set_level(bool asserted) noexcept { vm_.irq_line(gsi_, asserted); }
+
+void KvmIrqLine::pulse() noexcept {
+  if (inject_ == IrqInject::kIoctl) {
+    vm_.irq_line(gsi_, true);
+    vm_.irq_line(gsi_, false);
+    return;
+  }
+  const std::uint64_t one = 1;
+  timers::thread_syscalls().add(timers::Syscall::kWrite);
+  [[maybe_unused]] const ssize_t n = ::write(irqfd_.get(), &one, sizeof one);
+}
+
+bool KvmIrqLine::pulse_checked() noexcept {
+  const int status = vm_.irq_line(gsi_, true);
+  vm_.irq_line(gsi_, false);
+  // 0 means the PIC already had the request pending: the guest sees one interrupt for two.
+  return status != 0;
+}
+
+}  // namespace minivmm::vmm

@@ -1,0 +1,66 @@
+// Everything `minivmm run` was asked to do, parsed and validated by main.cc.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "devices/pc/i8254/lost_tick_policy.h"
+#include "loop/poller.h"
+#include "timers/alarm_timer.h"
+#include "vmm/host/cpu_affinity.h"
+#include "vmm/vcpu/cpuid_policy.h"
+#include "vmm/cli/drive_spec.h"
+#include "vmm/sandbox/seccomp_mode.h"
+
+namespace minivmm::vmm {
+
+enum class PitMode { kUser, kKvm };
+
+// Who delivers the user-space PIT's periodic ticks: the loop thread (an alarm backend wakes it,
+// it raises IRQ0, the vCPU wakes for the interrupt), the vCPU thread itself (a POSIX timer
+// signal interrupts KVM_RUN: one thread wakeup per tick instead of two), or the host kernel
+// (the next edges armed ahead on timerfds whose AIO polls signal an irqfd: no thread of ours
+// wakes per tick).
+enum class PitTick { kLoop, kVcpu, kKernel };
+
+struct Config {
+  std::string kernel_path;
+  std::string initrd_path;
+  std::string cmdline;
+  std::uint64_t memory_bytes = 64ull << 20;
+  std::uint32_t cpus = 1;  // vCPUs, 1..kMaxVcpus; vCPU 0 boots, the others wait for SIPI
+  PitMode pit = PitMode::kUser;
+  PitTick pit_tick = PitTick::kKernel;
+  std::optional<double> duration_s;  // stop after this long (rt_clock)
+  std::string stats_path;            // "" none, "-" stdout
+  bool quiet_summary = false;
+  // The measured best (docs/profiling.md): no host timer, the deadline is epoll_pwait2's
+  // nanosecond timeout — 2 syscalls per idle guest tick, and flat in the number of fds.
+  timers::AlarmKind alarm = timers::AlarmKind::kPpoll;
+  loop::PollerKind poller = loop::PollerKind::kEpoll;
+  std::int64_t min_delta_ns = 20'000;
+  std::optional<std::int64_t> timer_slack_ns;
+  std::int64_t periodic_alarm_hz = 1000;
+  devices::LostTickPolicy lost_ticks = devices::LostTickPolicy::kDelay;
+  CpuModel cpu = CpuModel::kBaseline;
+  std::vector<std::string> cpuid_mask;
+  std::string api_socket;
+  // How PIT ticks reach KVM; nullopt: the measured best for the thread that delivers them
+  // (loop: an irqfd write; vCPU: KVM_IRQ_LINE, which injects at once instead of through a
+  // kernel worker the halted vCPU would have to block for).
+  std::optional<bool> irq_inject_ioctl;
+  CpuAffinity cpu_affinity;   // --cpu-affinity; empty lists: the scheduler decides
+  bool console_input = true;  // forward stdin to COM1
+  bool interactive = false;   // raw terminal; Ctrl-A x quits
+  // virtio-mmio devices (docs/virtio.md): --drive (virtio-blk, one per flag) and --console.
+  std::vector<DriveSpec> drives;
+  bool virtio_console = false;  // --console virtio: the guest console is virtio-console
+  // Per-thread syscall allow-lists (docs/reliability.md). seccomp_selftest: the hidden
+  // --seccomp-selftest, the thread kind that makes a forbidden syscall once filtered.
+  SeccompMode seccomp = SeccompMode::kOn;
+  std::optional<ThreadKind> seccomp_selftest;
+};
+
+}  // namespace minivmm::vmm
