@@ -14,7 +14,7 @@
 #include <span>
 #include <string_view>
 
-#include "devices/bus/guest_ram.h"
+#include "devices/bus/guest_memory.h"
 #include "devices/virtio/virtqueue.h"
 
 namespace minivmm::devices {
@@ -27,7 +27,7 @@ inline constexpr std::uint64_t kVirtioFVersion1 = 1ull << 32;
 class VirtioQueueHost {
  public:
   virtual ~VirtioQueueHost() = default;
-  virtual const GuestRam& ram() const noexcept = 0;
+  virtual const GuestMemory& ram() const noexcept = 0;
   // The next available chain of `queue`; kBroken also marks the device DEVICE_NEEDS_RESET.
   virtual Virtqueue::Pop pop(std::size_t queue, DescriptorChain& out) noexcept = 0;
   // Returns `head` to the driver with `len` bytes written, and interrupts if the driver wants.

@@ -26,7 +26,7 @@ void set_high(std::uint64_t& field, std::uint32_t v) noexcept {
 
 }  // namespace
 
-VirtioMmioTransport::VirtioMmioTransport(VirtioDevice& device, const GuestRam& ram, IrqLine& irq)
+VirtioMmioTransport::VirtioMmioTransport(VirtioDevice& device, const GuestMemory& ram, IrqLine& irq)
     : device_(device),
       ram_(ram),
       irq_(irq),

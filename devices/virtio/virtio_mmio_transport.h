@@ -35,7 +35,7 @@
 #include <string_view>
 #include <vector>
 
-#include "devices/bus/guest_ram.h"
+#include "devices/bus/guest_memory.h"
 #include "devices/bus/irq_line.h"
 #include "devices/bus/mmio_device.h"
 #include "devices/virtio/virtio_device.h"
@@ -86,7 +86,7 @@ class VirtioMmioTransport final : public MmioDevice, private VirtioQueueHost {
                                                      kStatusFailed;
   static constexpr std::uint32_t kInterruptUsedBuffer = 1, kInterruptConfigChange = 2;
 
-  VirtioMmioTransport(VirtioDevice& device, const GuestRam& ram, IrqLine& irq);
+  VirtioMmioTransport(VirtioDevice& device, const GuestMemory& ram, IrqLine& irq);
 
   std::string_view name() const noexcept override { return name_; }
   void read(std::uint64_t offset, std::span<std::uint8_t> data) noexcept override;
@@ -101,7 +101,7 @@ class VirtioMmioTransport final : public MmioDevice, private VirtioQueueHost {
 
  private:
   // VirtioQueueHost
-  const GuestRam& ram() const noexcept override { return ram_; }
+  const GuestMemory& ram() const noexcept override { return ram_; }
   Virtqueue::Pop pop(std::size_t queue, DescriptorChain& out) noexcept override;
   void complete(std::size_t queue, std::uint16_t head, std::uint32_t len) noexcept override;
 
@@ -113,7 +113,7 @@ class VirtioMmioTransport final : public MmioDevice, private VirtioQueueHost {
   Virtqueue* selected_locked() noexcept;
 
   VirtioDevice& device_;
-  const GuestRam ram_;
+  const GuestMemory ram_;
   IrqLine& irq_;
   const std::string name_;
   const std::uint64_t offered_;

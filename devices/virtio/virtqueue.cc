@@ -70,7 +70,7 @@ void Virtqueue::set_ready(bool r) noexcept {
   }
 }
 
-bool Virtqueue::activate(const GuestRam& ram, bool indirect, bool event_idx) noexcept {
+bool Virtqueue::activate(const GuestMemory& ram, bool indirect, bool event_idx) noexcept {
   ram_ = ram;
   indirect_ = indirect;
   event_idx_ = event_idx;

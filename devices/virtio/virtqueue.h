@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "devices/bus/guest_ram.h"
+#include "devices/bus/guest_memory.h"
 
 namespace minivmm::devices {
 
@@ -91,7 +91,7 @@ class Virtqueue {
 
   // Checks size, alignment and that all three rings lie in `ram`; on success the queue can be
   // used (indexes from 0). On failure the queue is broken and the error counted.
-  bool activate(const GuestRam& ram, bool indirect, bool event_idx) noexcept;
+  bool activate(const GuestMemory& ram, bool indirect, bool event_idx) noexcept;
   bool active() const noexcept { return active_; }
   bool broken() const noexcept { return broken_; }
 
@@ -121,7 +121,7 @@ class Virtqueue {
   std::uint64_t desc_ = 0, avail_ = 0, used_ = 0;
   bool ready_ = false;
 
-  GuestRam ram_;
+  GuestMemory ram_;
   bool active_ = false;
   bool broken_ = false;
   bool indirect_ = false;

@@ -1,7 +1,7 @@
 // The shared body of the three kernel loader fuzz targets. Input: byte 0 is the command line
 // length / 4, byte 1 the initrd size in 4 KiB units, the rest is the kernel image. What is
 // checked: a loader either returns a placement inside guest RAM or throws BootError (or
-// std::out_of_range from GuestMemory, which the VMM maps to the same exit code); anything else —
+// std::out_of_range from devices::GuestMemory, which the VMM maps to the same exit code); anything else —
 // a crash, an ASan/UBSan report, another exception — is a finding.
 #pragma once
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "devices/host/block_file.h"
-#include "devices/bus/guest_ram.h"
+#include "devices/bus/guest_memory.h"
 #include "devices/virtio/blk/virtio_blk.h"
 #include "devices/virtio/blk/virtio_blk_request.h"
 #include "devices/virtio/virtio_mmio_transport.h"
@@ -55,7 +55,7 @@ std::vector<std::uint8_t> disk_pattern() {
 }
 
 // Checks the parser's promises on every chain the walker hands out.
-void check_parser(const minivmm::fuzz::VirtioFuzzInput& in, const GuestRam& ram) {
+void check_parser(const minivmm::fuzz::VirtioFuzzInput& in, const GuestMemory& ram) {
   Virtqueue q(128);
   q.set_size(in.queue_size);
   q.set_desc_addr(in.desc);
@@ -92,10 +92,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   {
     std::vector<std::byte> copy = in.ram;
-    check_parser(in, GuestRam{std::span(copy)});
+    check_parser(in, GuestMemory{std::span(copy)});
   }
 
-  const GuestRam ram{std::span(in.ram)};
+  const GuestMemory ram{std::span(in.ram)};
   VirtioBlk blk(BlockFile::open("/proc/self/fd/" + std::to_string(fd), in.read_only), "fuzz",
                 /*use_worker=*/false);
   FakeIrqLine irq;

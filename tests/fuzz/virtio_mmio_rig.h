@@ -45,7 +45,7 @@
 
 #include "devices/host/block_file.h"
 #include "devices/bus/byte_sink.h"
-#include "devices/bus/guest_ram.h"
+#include "devices/bus/guest_memory.h"
 #include "devices/bus/mmio_bus.h"
 #include "devices/virtio/blk/virtio_blk.h"
 #include "devices/virtio/virtio_console.h"
@@ -403,7 +403,7 @@ class VirtioMmioRig {
   GuardedRam& ram_;
   const bool read_only_;
   const bool hook_;
-  const devices::GuestRam guest_ram_;
+  const devices::GuestMemory guest_ram_;
   CheckingSink sink_;
   devices::VirtioConsole console_;
   devices::VirtioBlk blk_;

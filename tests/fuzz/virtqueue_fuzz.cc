@@ -7,14 +7,14 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "devices/bus/guest_ram.h"
+#include "devices/bus/guest_memory.h"
 #include "devices/virtio/virtqueue.h"
 #include "tests/fuzz/virtio_fuzz_input.h"
 
 namespace {
 
 using minivmm::devices::DescriptorChain;
-using minivmm::devices::GuestRam;
+using minivmm::devices::GuestMemory;
 using minivmm::devices::Virtqueue;
 
 [[noreturn]] void fail(const char* what) {
@@ -27,7 +27,7 @@ using minivmm::devices::Virtqueue;
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   minivmm::fuzz::VirtioFuzzInput in;
   if (!in.parse(data, size)) return 0;
-  const GuestRam ram{std::span(in.ram)};
+  const GuestMemory ram{std::span(in.ram)};
   Virtqueue q(128);
   q.set_size(in.queue_size);
   q.set_desc_addr(in.desc);

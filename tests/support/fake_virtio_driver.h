@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-#include "devices/bus/guest_ram.h"
+#include "devices/bus/guest_memory.h"
 #include "devices/virtio/virtio_device.h"
 #include "devices/virtio/virtio_mmio_transport.h"
 
@@ -20,7 +20,7 @@ inline constexpr std::uint16_t kDescNext = 1, kDescWrite = 2, kDescIndirect = 4;
 class FakeGuestRam {
  public:
   explicit FakeGuestRam(std::size_t size) : bytes_(size), ram_(std::span(bytes_)) {}
-  const devices::GuestRam& ram() const { return ram_; }
+  const devices::GuestMemory& ram() const { return ram_; }
   std::byte* at(std::uint64_t gpa) { return bytes_.data() + gpa; }
   template <typename T>
   void put(std::uint64_t gpa, T v) { std::memcpy(at(gpa), &v, sizeof v); }
@@ -37,7 +37,7 @@ class FakeGuestRam {
 
  private:
   std::vector<std::byte> bytes_;
-  devices::GuestRam ram_;
+  devices::GuestMemory ram_;
 };
 
 // One split queue at `base`: descriptor table, then the available ring, then the used ring

@@ -211,7 +211,7 @@ class BiosAreaCursor {
 
 }  // namespace
 
-AcpiTables write_acpi_tables(const GuestMemory& mem, const AcpiConfig& config) {
+AcpiTables write_acpi_tables(const devices::GuestMemory& mem, const AcpiConfig& config) {
   if (config.num_cpus == 0 || config.num_cpus > kMaxAcpiCpus) {
     throw BootError("ACPI num_cpus " + std::to_string(config.num_cpus) +
                     " must be between 1 and " + std::to_string(kMaxAcpiCpus));
@@ -238,12 +238,12 @@ AcpiTables write_acpi_tables(const GuestMemory& mem, const AcpiConfig& config) {
   at.end_addr = cursor.next();
 
   mem.fill(kRsdpAddr, at.end_addr - kRsdpAddr, std::byte{0});
-  mem.write(at.rsdp_addr, build_rsdp(at.xsdt_addr));
-  mem.write(at.xsdt_addr, build_xsdt({at.fadt_addr, at.madt_addr}));
-  mem.write(at.fadt_addr, build_fadt(config, at.dsdt_addr, at.facs_addr));
-  mem.write(at.facs_addr, facs);
-  mem.write(at.dsdt_addr, dsdt);
-  mem.write(at.madt_addr, madt);
+  mem.store(at.rsdp_addr, build_rsdp(at.xsdt_addr));
+  mem.store(at.xsdt_addr, build_xsdt({at.fadt_addr, at.madt_addr}));
+  mem.store(at.fadt_addr, build_fadt(config, at.dsdt_addr, at.facs_addr));
+  mem.store(at.facs_addr, facs);
+  mem.store(at.dsdt_addr, dsdt);
+  mem.store(at.madt_addr, madt);
   return at;
 }
 

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "vmm/boot/guest_memory.h"
+#include "devices/bus/guest_memory.h"
 
 namespace minivmm::vmm {
 
@@ -35,6 +35,6 @@ struct AcpiTables {
 };
 
 // Throws BootError when num_cpus is 0 or above kMaxAcpiCpus, or sci_irq is not an ISA IRQ.
-AcpiTables write_acpi_tables(const GuestMemory& mem, const AcpiConfig& config);
+AcpiTables write_acpi_tables(const devices::GuestMemory& mem, const AcpiConfig& config);
 
 }  // namespace minivmm::vmm

@@ -6,7 +6,7 @@
 
 namespace minivmm::vmm {
 
-void write_bios_ivt(const GuestMemory& mem) {
+void write_bios_ivt(const devices::GuestMemory& mem) {
   if (!mem.contains(kBiosIretAddr, 1)) {
     throw BootError("guest RAM of " + to_hex(mem.size()) +
                         " bytes has no BIOS area for the real-mode IVT's handler",
@@ -14,8 +14,8 @@ void write_bios_ivt(const GuestMemory& mem) {
   }
   const std::uint32_t vector =
       (std::uint32_t{kBiosIretSegment} << 16) | std::uint32_t{kBiosIretOffset};
-  for (std::uint64_t i = 0; i < kIvtBytes / 4; ++i) mem.write_obj(kIvtAddr + i * 4, vector);
-  mem.write_obj(kBiosIretAddr, kIretOpcode);
+  for (std::uint64_t i = 0; i < kIvtBytes / 4; ++i) mem.store_obj(kIvtAddr + i * 4, vector);
+  mem.store_obj(kBiosIretAddr, kIretOpcode);
 
   // INT 08h, 16-bit real-mode code. Registers and DS are preserved.
   static constexpr std::array<std::uint8_t, 26> kTimerHandler = {
@@ -34,9 +34,9 @@ void write_bios_ivt(const GuestMemory& mem) {
       0x90, 0x90, 0x90,        // (padding)
   };
   for (std::size_t i = 0; i < kTimerHandler.size(); ++i) {
-    mem.write_obj(kBiosTimerAddr + i, kTimerHandler[i]);
+    mem.store_obj(kBiosTimerAddr + i, kTimerHandler[i]);
   }
-  mem.write_obj(kIvtAddr + kBiosTimerVector * 4u,
+  mem.store_obj(kIvtAddr + kBiosTimerVector * 4u,
                 (std::uint32_t{kBiosIretSegment} << 16) | std::uint32_t{kBiosTimerOffset});
 }
 

@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-#include "vmm/boot/guest_memory.h"
+#include "devices/bus/guest_memory.h"
 
 namespace minivmm::vmm {
 
@@ -32,6 +32,6 @@ inline constexpr std::uint8_t kBiosTimerVector = 0x08;
 inline constexpr std::uint64_t kBdaTickCountAddr = 0x46c;
 
 // Writes the table, the IRET and the timer handler. Throws BootError when RAM ends below 1 MiB.
-void write_bios_ivt(const GuestMemory& mem);
+void write_bios_ivt(const devices::GuestMemory& mem);
 
 }  // namespace minivmm::vmm

@@ -8,7 +8,7 @@
 
 namespace minivmm::vmm {
 
-void write_cmdline(const GuestMemory& mem, std::uint64_t addr, std::string_view cmdline) {
+void write_cmdline(const devices::GuestMemory& mem, std::uint64_t addr, std::string_view cmdline) {
   if (cmdline.find('\0') != std::string_view::npos) {
     throw BootError("kernel command line contains a NUL byte at offset " +
                     std::to_string(cmdline.find('\0')));
@@ -19,11 +19,11 @@ void write_cmdline(const GuestMemory& mem, std::uint64_t addr, std::string_view 
                         to_hex(addr) + " does not fit below the EBDA at " + to_hex(kEbdaStart),
                     BootError::Cause::kCmdlineTooLong);
   }
-  mem.write(addr, std::as_bytes(std::span(cmdline.data(), cmdline.size())));
-  mem.write_obj(addr + cmdline.size(), char{0});
+  mem.store(addr, std::as_bytes(std::span(cmdline.data(), cmdline.size())));
+  mem.store_obj(addr + cmdline.size(), char{0});
 }
 
-std::uint64_t place_initrd_high(const GuestMemory& mem, std::span<const std::byte> initrd,
+std::uint64_t place_initrd_high(const devices::GuestMemory& mem, std::span<const std::byte> initrd,
                                 std::uint64_t lowest, std::uint64_t limit) {
   if (initrd.empty()) return 0;
   const std::uint64_t top = std::min(limit, mem.size());
@@ -35,7 +35,7 @@ std::uint64_t place_initrd_high(const GuestMemory& mem, std::span<const std::byt
                     ram_cause(lowest, size));
   }
   const std::uint64_t addr = align_down(top - size, kPageSize);
-  mem.write(addr, initrd);
+  mem.store(addr, initrd);
   return addr;
 }
 

@@ -7,19 +7,19 @@
 #include <span>
 #include <string_view>
 
-#include "vmm/boot/guest_memory.h"
+#include "devices/bus/guest_memory.h"
 
 namespace minivmm::vmm {
 
 // Writes `cmdline` NUL-terminated at `addr`. Throws BootError if it contains a NUL (the kernel
 // would silently drop the rest) or would run into the EBDA at kEbdaStart.
-void write_cmdline(const GuestMemory& mem, std::uint64_t addr, std::string_view cmdline);
+void write_cmdline(const devices::GuestMemory& mem, std::uint64_t addr, std::string_view cmdline);
 
 // Writes `initrd` page-aligned as high as possible so that it ends at or below
 // min(`limit`, RAM size) and starts at or above `lowest`, and returns its address. Boot loaders
 // put the initrd high so the kernel's decompression area below it stays free. Throws BootError
 // when it does not fit. An empty initrd is not placed; the result is then 0.
-std::uint64_t place_initrd_high(const GuestMemory& mem, std::span<const std::byte> initrd,
+std::uint64_t place_initrd_high(const devices::GuestMemory& mem, std::span<const std::byte> initrd,
                                 std::uint64_t lowest, std::uint64_t limit);
 
 constexpr std::uint64_t align_up(std::uint64_t value, std::uint64_t alignment) {

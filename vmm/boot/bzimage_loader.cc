@@ -79,7 +79,7 @@ struct Placement {
 // Where the protected-mode kernel goes, per boot.rst ("relocatable_kernel", "pref_address",
 // "init_size"): a relocatable kernel is loaded at pref_address when that is aligned and fits,
 // else at 1 MiB; either way it decompresses to runtime_start, which must have init_size bytes.
-Placement place_kernel(const GuestMemory& mem, const SetupHeader& hdr,
+Placement place_kernel(const devices::GuestMemory& mem, const SetupHeader& hdr,
                        std::uint64_t payload_size) {
   const std::uint64_t align = hdr.kernel_alignment;
   const std::uint64_t pref = hdr.pref_address;
@@ -163,7 +163,7 @@ void fill_e820(BootParams& params, std::uint64_t ram_size) {
 
 }  // namespace
 
-LoadedKernel load_bzimage(const GuestMemory& mem, std::span<const std::byte> image,
+LoadedKernel load_bzimage(const devices::GuestMemory& mem, std::span<const std::byte> image,
                           const BzImageOptions& opts) {
   const SetupHeader hdr = read_setup_header(image);
   validate_setup_header(hdr);
@@ -200,7 +200,7 @@ LoadedKernel load_bzimage(const GuestMemory& mem, std::span<const std::byte> ima
                             kSetupHeaderOffset + sizeof(SetupHeader));
   std::memcpy(&params.hdr, image.data() + kSetupHeaderOffset, header_end - kSetupHeaderOffset);
 
-  mem.write(placement.load_addr, image.subspan(setup_size, payload_size));
+  mem.store(placement.load_addr, image.subspan(setup_size, payload_size));
   write_cmdline(mem, opts.cmdline_addr, opts.cmdline);
   const std::uint64_t initrd_limit =
       std::min(std::uint64_t{hdr.initrd_addr_max} + 1, k4GiB);  // initrd_addr_max is inclusive
@@ -218,7 +218,7 @@ LoadedKernel load_bzimage(const GuestMemory& mem, std::span<const std::byte> ima
   if (opts.acpi_rsdp_addr && hdr.version >= kRsdpAddrProtocol) {
     params.acpi_rsdp_addr = *opts.acpi_rsdp_addr;
   }
-  mem.write_obj(opts.zero_page_addr, params);
+  mem.store_obj(opts.zero_page_addr, params);
 
   LoadedKernel loaded;
   loaded.boot_state = setup_long_mode(mem);

@@ -12,7 +12,7 @@
 
 #include "vmm/boot/boot_layout.h"
 #include "vmm/boot/loaded_kernel.h"
-#include "vmm/boot/guest_memory.h"
+#include "devices/bus/guest_memory.h"
 
 namespace minivmm::vmm {
 
@@ -31,7 +31,7 @@ struct BzImageOptions {
 // Validates `image`, writes kernel, zero page, command line, initrd, GDT and page tables into
 // `mem`, and returns the long-mode start state. Throws BootError naming the offending header
 // field or placement on any problem; `mem` may then be partly written.
-LoadedKernel load_bzimage(const GuestMemory& mem, std::span<const std::byte> image,
+LoadedKernel load_bzimage(const devices::GuestMemory& mem, std::span<const std::byte> image,
                           const BzImageOptions& opts);
 
 }  // namespace minivmm::vmm

@@ -9,7 +9,7 @@
 
 namespace minivmm::vmm {
 
-LoadedSegments load_elf_segments(const GuestMemory& mem, const ElfFile& elf,
+LoadedSegments load_elf_segments(const devices::GuestMemory& mem, const ElfFile& elf,
                                  std::span<const ReservedRange> reserved) {
   LoadedSegments loaded{std::numeric_limits<std::uint64_t>::max(), 0};
   const auto& segments = elf.segments();
@@ -36,7 +36,7 @@ LoadedSegments load_elf_segments(const GuestMemory& mem, const ElfFile& elf,
 
   for (const ElfSegment& seg : segments) {
     if (seg.type != kElfPtLoad || seg.memsz == 0) continue;
-    mem.write(seg.paddr, elf.contents(seg));
+    mem.store(seg.paddr, elf.contents(seg));
     mem.fill(seg.paddr + seg.filesz, seg.memsz - seg.filesz, std::byte{0});
   }
   return loaded;

@@ -7,7 +7,7 @@
 #include "vmm/boot/boot_layout.h"
 
 #include "vmm/boot/elf_file.h"
-#include "vmm/boot/guest_memory.h"
+#include "devices/bus/guest_memory.h"
 
 namespace minivmm::vmm {
 
@@ -30,7 +30,7 @@ inline constexpr ReservedRange kLowMemoryReserved[] = {{0, kHighMemStart, "the l
 // Writes each PT_LOAD's file bytes at p_paddr and zeroes the rest of p_memsz (the bss).
 // Throws BootError when there is no PT_LOAD, or a segment leaves guest RAM or overlaps one of
 // `reserved`.
-LoadedSegments load_elf_segments(const GuestMemory& mem, const ElfFile& elf,
+LoadedSegments load_elf_segments(const devices::GuestMemory& mem, const ElfFile& elf,
                                  std::span<const ReservedRange> reserved = kLowMemoryReserved);
 
 }  // namespace minivmm::vmm

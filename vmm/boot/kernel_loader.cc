@@ -14,7 +14,7 @@
 
 namespace minivmm::vmm {
 
-LoadedKernel load_kernel(const GuestMemory& mem, std::span<const std::byte> image,
+LoadedKernel load_kernel(const devices::GuestMemory& mem, std::span<const std::byte> image,
                          const std::string& cmdline, std::span<const std::byte> initrd,
                          std::uint32_t cpus, std::string_view kernel_name) {
   AcpiConfig acpi_config;

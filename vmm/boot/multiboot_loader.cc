@@ -72,7 +72,7 @@ std::uint64_t physical_entry(const ElfFile& elf) {
 
 }  // namespace
 
-LoadedKernel load_multiboot_kernel(const GuestMemory& mem, std::span<const std::byte> image,
+LoadedKernel load_multiboot_kernel(const devices::GuestMemory& mem, std::span<const std::byte> image,
                                    const MultibootOptions& opts) {
   const auto header = find_header(image);
   if (!header) {
@@ -106,12 +106,12 @@ LoadedKernel load_multiboot_kernel(const GuestMemory& mem, std::span<const std::
   info.mem_upper = static_cast<std::uint32_t>(map.back().size / 1024);
   info.cmdline = static_cast<std::uint32_t>(kCmdlineAddr);
   info.boot_loader_name = static_cast<std::uint32_t>(kLoaderNameAddr);
-  mem.write(kLoaderNameAddr, std::as_bytes(std::span(kLoaderName)));
+  mem.store(kLoaderNameAddr, std::as_bytes(std::span(kLoaderName)));
 
   for (std::size_t i = 0; i < map.size(); ++i) {
     const mb::MmapEntry e{sizeof(mb::MmapEntry) - sizeof(std::uint32_t), map[i].addr,
                           map[i].size, static_cast<std::uint32_t>(map[i].type)};
-    mem.write_obj(kMmapAddr + i * sizeof e, e);
+    mem.store_obj(kMmapAddr + i * sizeof e, e);
   }
   info.mmap_addr = static_cast<std::uint32_t>(kMmapAddr);
   info.mmap_length = static_cast<std::uint32_t>(map.size() * sizeof(mb::MmapEntry));
@@ -126,9 +126,9 @@ LoadedKernel load_multiboot_kernel(const GuestMemory& mem, std::span<const std::
                           to_hex(mem.size()) + " bytes",
                       ram_cause(initrd_addr, opts.initrd.size()));
     }
-    mem.write(initrd_addr, opts.initrd);
-    mem.write_obj(kModuleStringAddr, char{0});
-    mem.write_obj(kModuleAddr,
+    mem.store(initrd_addr, opts.initrd);
+    mem.store_obj(kModuleStringAddr, char{0});
+    mem.store_obj(kModuleAddr,
                   mb::Module{static_cast<std::uint32_t>(initrd_addr),
                              static_cast<std::uint32_t>(initrd_addr + opts.initrd.size()),
                              static_cast<std::uint32_t>(kModuleStringAddr), 0});
@@ -136,7 +136,7 @@ LoadedKernel load_multiboot_kernel(const GuestMemory& mem, std::span<const std::
     info.mods_count = 1;
     info.mods_addr = static_cast<std::uint32_t>(kModuleAddr);
   }
-  mem.write_obj(kInfoAddr, info);
+  mem.store_obj(kInfoAddr, info);
 
   LoadedKernel loaded;
   loaded.boot_state = setup_protected_mode(mem);

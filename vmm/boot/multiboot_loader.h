@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "vmm/boot/loaded_kernel.h"
-#include "vmm/boot/guest_memory.h"
+#include "devices/bus/guest_memory.h"
 
 namespace minivmm::vmm {
 
@@ -23,7 +23,7 @@ struct MultibootOptions {
 // Throws BootError when there is no valid multiboot header in the first 8 KiB, the header asks
 // for something this loader cannot provide (video mode, a.out kludge), the image is not an
 // ELF32 i386 executable, a segment overlaps those structures, or anything does not fit RAM.
-LoadedKernel load_multiboot_kernel(const GuestMemory& mem, std::span<const std::byte> image,
+LoadedKernel load_multiboot_kernel(const devices::GuestMemory& mem, std::span<const std::byte> image,
                                    const MultibootOptions& opts);
 
 }  // namespace minivmm::vmm

@@ -45,7 +45,7 @@ std::uint64_t read_pvh_entry(const ElfFile& elf) {
 
 }  // namespace
 
-LoadedKernel load_pvh_kernel(const GuestMemory& mem, std::span<const std::byte> image,
+LoadedKernel load_pvh_kernel(const devices::GuestMemory& mem, std::span<const std::byte> image,
                              const PvhOptions& opts) {
   const ElfFile elf = ElfFile::parse(image);
   if (elf.elf_class() != ElfClass::k64) {
@@ -78,14 +78,14 @@ LoadedKernel load_pvh_kernel(const GuestMemory& mem, std::span<const std::byte> 
   for (std::size_t i = 0; i < memmap.size(); ++i) {
     const HvmMemmapTableEntry e{memmap[i].addr, memmap[i].size,
                                 static_cast<std::uint32_t>(memmap[i].type), 0};
-    mem.write_obj(kMemmapAddr + i * sizeof e, e);
+    mem.store_obj(kMemmapAddr + i * sizeof e, e);
   }
   if (initrd_addr != 0) {
     info.nr_modules = 1;
     info.modlist_paddr = kModlistAddr;
-    mem.write_obj(kModlistAddr, HvmModlistEntry{initrd_addr, opts.initrd.size(), 0, 0});
+    mem.store_obj(kModlistAddr, HvmModlistEntry{initrd_addr, opts.initrd.size(), 0, 0});
   }
-  mem.write_obj(kStartInfoAddr, info);
+  mem.store_obj(kStartInfoAddr, info);
 
   LoadedKernel loaded;
   loaded.boot_state = setup_protected_mode(mem);

@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "vmm/boot/loaded_kernel.h"
-#include "vmm/boot/guest_memory.h"
+#include "devices/bus/guest_memory.h"
 
 namespace minivmm::vmm {
 
@@ -24,7 +24,7 @@ struct PvhOptions {
 
 // Throws BootError when the image is not an x86-64 ELF executable, has no PVH entry note, or a
 // segment, the command line or the initrd does not fit guest RAM.
-LoadedKernel load_pvh_kernel(const GuestMemory& mem, std::span<const std::byte> image,
+LoadedKernel load_pvh_kernel(const devices::GuestMemory& mem, std::span<const std::byte> image,
                              const PvhOptions& opts);
 
 }  // namespace minivmm::vmm

@@ -87,7 +87,7 @@ std::uint64_t encode_segment_descriptor(const SegmentState& seg) {
   return desc;
 }
 
-DescriptorTable write_boot_gdt(const GuestMemory& mem, const SegmentState& code,
+DescriptorTable write_boot_gdt(const devices::GuestMemory& mem, const SegmentState& code,
                                const SegmentState& data, const SegmentState& tss) {
   const std::array<std::uint64_t, 6> gdt = {
       0,
@@ -98,7 +98,7 @@ DescriptorTable write_boot_gdt(const GuestMemory& mem, const SegmentState& code,
       tss.base >> 32,  // long-mode system descriptors carry base[63:32] in a second qword
   };
   static_assert(sizeof(gdt) == kBootGdtLimit + 1);
-  mem.write_obj(kGdtAddr, gdt);
+  mem.store_obj(kGdtAddr, gdt);
   return DescriptorTable{kGdtAddr, kBootGdtLimit};
 }
 

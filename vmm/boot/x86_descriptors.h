@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "vmm/boot/guest_memory.h"
+#include "devices/bus/guest_memory.h"
 #include "vmm/vcpu/x86_boot_state.h"
 
 namespace minivmm::vmm {
@@ -38,7 +38,7 @@ SegmentState unusable_ldt_segment();  // present = false means "unusable" to the
 std::uint64_t encode_segment_descriptor(const SegmentState& seg);
 
 // Writes [null, null, code, data, tss (16 bytes)] at kGdtAddr and returns the GDTR value.
-DescriptorTable write_boot_gdt(const GuestMemory& mem, const SegmentState& code,
+DescriptorTable write_boot_gdt(const devices::GuestMemory& mem, const SegmentState& code,
                                const SegmentState& data, const SegmentState& tss);
 
 }  // namespace minivmm::vmm

@@ -16,25 +16,25 @@ constexpr std::uint64_t kLargePageSize = 2ull << 20;
 
 // 2 MiB pages rather than 1 GiB ones: 1 GiB pages need CPUID.80000001H:EDX.Page1GB, which a
 // guest CPU model may not expose, and an entry that needs a missing feature faults at once.
-void write_identity_page_tables(const GuestMemory& mem) {
+void write_identity_page_tables(const devices::GuestMemory& mem) {
   static_assert(kPdAddr + kPdCount * kPageSize == kPageTablesEnd);
   mem.fill(kPml4Addr, kPageTablesEnd - kPml4Addr, std::byte{0});
-  mem.write_obj(kPml4Addr, kPdptAddr | kPtePresent | kPteWritable);
+  mem.store_obj(kPml4Addr, kPdptAddr | kPtePresent | kPteWritable);
   for (std::uint64_t pd = 0; pd < kPdCount; ++pd) {
     const std::uint64_t pd_addr = kPdAddr + pd * kPageSize;
-    mem.write_obj(kPdptAddr + pd * 8, pd_addr | kPtePresent | kPteWritable);
+    mem.store_obj(kPdptAddr + pd * 8, pd_addr | kPtePresent | kPteWritable);
     std::array<std::uint64_t, kEntriesPerTable> entries{};
     for (std::uint64_t i = 0; i < kEntriesPerTable; ++i) {
       const std::uint64_t phys = (pd * kEntriesPerTable + i) * kLargePageSize;
       entries[i] = phys | kPtePresent | kPteWritable | kPteLargePage;
     }
-    mem.write_obj(pd_addr, entries);
+    mem.store_obj(pd_addr, entries);
   }
 }
 
 }  // namespace
 
-X86BootState setup_long_mode(const GuestMemory& mem) {
+X86BootState setup_long_mode(const devices::GuestMemory& mem) {
   const SegmentState code = flat_code64_segment();
   const SegmentState data = flat_data_segment();
   const SegmentState tss = busy_tss_segment(kTssAddr);

@@ -1,7 +1,7 @@
 // The 64-bit start state for kernels entered in long mode (the Linux 64-bit boot protocol).
 #pragma once
 
-#include "vmm/boot/guest_memory.h"
+#include "devices/bus/guest_memory.h"
 #include "vmm/vcpu/x86_boot_state.h"
 
 namespace minivmm::vmm {
@@ -10,6 +10,6 @@ namespace minivmm::vmm {
 // identity-mapping the first 4 GiB with 2 MiB pages at kPml4Addr..kPageTablesEnd, and returns
 // the long-mode state (CR0/CR3/CR4/EFER, segments, GDTR; IDT empty, interrupts off). The caller
 // sets rip, rsp and the entry convention's argument registers.
-X86BootState setup_long_mode(const GuestMemory& mem);
+X86BootState setup_long_mode(const devices::GuestMemory& mem);
 
 }  // namespace minivmm::vmm

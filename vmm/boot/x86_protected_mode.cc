@@ -6,7 +6,7 @@
 
 namespace minivmm::vmm {
 
-X86BootState setup_protected_mode(const GuestMemory& mem) {
+X86BootState setup_protected_mode(const devices::GuestMemory& mem) {
   const SegmentState code = flat_code32_segment();
   const SegmentState data = flat_data_segment();
   // docs/misc/pvh.pandoc: "TR: must be a 32-bit TSS (active) with a base of '0' and a limit of

@@ -23,7 +23,7 @@ GuestRamMapping::GuestRamMapping(std::uint64_t bytes) : bytes_(bytes) {
     throw VmmError(ExitCode::kHostFailure, "cannot map " + std::to_string(bytes) +
                                                " bytes of guest memory: " + std::strerror(errno));
   }
-  memory_ = GuestMemory(std::span<std::byte>(static_cast<std::byte*>(base_), bytes));
+  memory_ = devices::GuestMemory(std::span<std::byte>(static_cast<std::byte*>(base_), bytes));
 }
 
 GuestRamMapping::~GuestRamMapping() {

@@ -1,12 +1,12 @@
 // The guest's RAM: one anonymous mapping, guest physical 0 upwards, and its owner (the views are
-// GuestMemory for the loaders and devices::GuestRam for the devices). Owned apart from the Vm so
+// devices::GuestMemory for the loaders and devices::GuestMemory for the devices). Owned apart from the Vm so
 // the kernel and initrd can be loaded (and rejected) before /dev/kvm is opened: a bad image gets
 // its own error on any machine, and nothing of KVM is set up for an input that cannot boot.
 #pragma once
 
 #include <cstdint>
 
-#include "vmm/boot/guest_memory.h"
+#include "devices/bus/guest_memory.h"
 
 namespace minivmm::vmm {
 
@@ -22,7 +22,7 @@ class GuestRamMapping {
   GuestRamMapping(const GuestRamMapping&) = delete;
   GuestRamMapping& operator=(const GuestRamMapping&) = delete;
 
-  GuestMemory memory() const noexcept { return memory_; }
+  devices::GuestMemory memory() const noexcept { return memory_; }
 
   // How much of the mapping the host has actually backed (mincore): the guest RAM share of the
   // process's RSS, so that the report can tell the VMM's own memory apart from the guest's.
@@ -32,7 +32,7 @@ class GuestRamMapping {
  private:
   void* base_ = nullptr;
   std::uint64_t bytes_ = 0;
-  GuestMemory memory_;
+  devices::GuestMemory memory_;
 };
 
 }  // namespace minivmm::vmm

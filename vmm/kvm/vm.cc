@@ -20,7 +20,7 @@ constexpr std::uint64_t kIdentityMapAddress = 0xfffbc000;
 
 }  // namespace
 
-Vm::Vm(const Kvm& kvm, GuestMemory ram) : kvm_(kvm), memory_(ram) {
+Vm::Vm(const Kvm& kvm, devices::GuestMemory ram) : kvm_(kvm), memory_(ram) {
   kvm.require(KVM_CAP_USER_MEMORY, "KVM_CAP_USER_MEMORY");
   kvm.require(KVM_CAP_IRQCHIP, "KVM_CAP_IRQCHIP");
   kvm.require(KVM_CAP_SET_TSS_ADDR, "KVM_CAP_SET_TSS_ADDR");

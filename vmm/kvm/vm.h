@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "vmm/boot/guest_memory.h"
+#include "devices/bus/guest_memory.h"
 #include "vmm/kvm/kvm.h"
 #include "vmm/kvm/unique_fd.h"
 
@@ -19,14 +19,14 @@ class Vm {
   // Creates the VM with `ram` (a GuestRamMapping's view, which must outlive the Vm) as its memory at
   // guest physical 0, the TSS/identity-map pages Intel's real-mode emulation needs, and the
   // in-kernel irqchip. Throws VmmError.
-  Vm(const Kvm& kvm, GuestMemory ram);
+  Vm(const Kvm& kvm, devices::GuestMemory ram);
   ~Vm();
   Vm(const Vm&) = delete;
   Vm& operator=(const Vm&) = delete;
 
   int fd() const noexcept { return fd_.get(); }
   const Kvm& kvm() const noexcept { return kvm_; }
-  GuestMemory memory() const noexcept { return memory_; }
+  devices::GuestMemory memory() const noexcept { return memory_; }
 
   // Leaves the in-kernel 8259s as a PC BIOS does before it boots anything: initialised (ICW1-4
   // done, 8086 mode) with vectors 0x08-0x0f (master) and 0x70-0x77 (slave), every line masked
@@ -56,7 +56,7 @@ class Vm {
  private:
   const Kvm& kvm_;
   UniqueFd fd_;
-  GuestMemory memory_;
+  devices::GuestMemory memory_;
 };
 
 }  // namespace minivmm::vmm

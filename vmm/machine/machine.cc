@@ -398,7 +398,7 @@ Machine::~Machine() {
 }
 
 void Machine::flush_guest_page(std::uint64_t page_gpa) noexcept {
-  const GuestMemory mem = vm_.memory();
+  const devices::GuestMemory mem = vm_.memory();
   if (!mem.contains(page_gpa, kTestdevPageBytes)) {
     // QEMU maps nothing for an address outside RAM and does nothing; so do we, counted.
     flushes_outside_ram_.fetch_add(1, std::memory_order_relaxed);

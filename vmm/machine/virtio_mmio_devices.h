@@ -22,7 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "devices/bus/guest_ram.h"
+#include "devices/bus/guest_memory.h"
 #include "devices/bus/mmio_bus.h"
 #include "devices/virtio/virtio_device.h"
 #include "devices/virtio/virtio_mmio_transport.h"
@@ -83,7 +83,7 @@ class VirtioMmioDevices {
   const Vm& vm_;
   loop::EventLoop& loop_;
   devices::MmioBus& bus_;
-  const devices::GuestRam ram_;
+  const devices::GuestMemory ram_;
   std::vector<std::unique_ptr<Slot>> slots_;
 };
 

@@ -460,7 +460,7 @@ void Vcpu::report_failure(const std::string& what) {
              s.cr2, s.cr3, s.cr4, s.efer);
   kvm_translation tr{};
   tr.linear_address = s.cs.base + r.rip;
-  const GuestMemory mem = vm_.memory();
+  const devices::GuestMemory mem = vm_.memory();
   if (::ioctl(fd_.get(), KVM_TRANSLATE, &tr) == 0 && tr.valid &&
       mem.contains(tr.physical_address, 16)) {
     std::string bytes;

@@ -23,7 +23,7 @@ void put(std::array<std::uint8_t, kCfgSize>& cfg, std::size_t at, T v) {
 
 // The request's data buffers as host iovecs. In RAM: the walker checked every buffer, and RAM
 // does not shrink.
-std::vector<iovec> iovecs(const GuestRam& ram, const BlkRequest& r) {
+std::vector<iovec> iovecs(const GuestMemory& ram, const BlkRequest& r) {
   std::vector<iovec> iov;
   iov.reserve(r.data.size());
   for (const Descriptor& d : r.data) {

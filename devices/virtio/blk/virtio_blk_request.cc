@@ -55,7 +55,7 @@ std::string_view blk_error_name(BlkError e) noexcept {
   return "unknown";
 }
 
-BlkRequest parse_blk_request(const DescriptorChain& chain, const GuestRam& ram,
+BlkRequest parse_blk_request(const DescriptorChain& chain, const GuestMemory& ram,
                              std::uint64_t capacity_sectors, bool read_only) {
   BlkRequest r;
   const auto& d = chain.descriptors;

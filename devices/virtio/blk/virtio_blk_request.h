@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "devices/bus/guest_ram.h"
+#include "devices/bus/guest_memory.h"
 #include "devices/virtio/virtqueue.h"
 
 namespace minivmm::devices {
@@ -69,7 +69,7 @@ inline std::uint8_t blk_status_for(BlkError e) noexcept {
   return e == BlkError::kNone ? kBlkSOk : e == BlkError::kUnsupported ? kBlkSUnsupp : kBlkSIoErr;
 }
 
-BlkRequest parse_blk_request(const DescriptorChain& chain, const GuestRam& ram,
+BlkRequest parse_blk_request(const DescriptorChain& chain, const GuestMemory& ram,
                              std::uint64_t capacity_sectors, bool read_only);
 
 }  // namespace minivmm::devices

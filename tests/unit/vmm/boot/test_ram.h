@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "vmm/boot/boot_error.h"
-#include "vmm/boot/guest_memory.h"
+#include "devices/bus/guest_memory.h"
 
 namespace minivmm::vmm::testing {
 
@@ -30,14 +30,14 @@ class TestRam {
   TestRam(const TestRam&) = delete;
   TestRam& operator=(const TestRam&) = delete;
 
-  GuestMemory mem() const { return GuestMemory(std::span<std::byte>(base_, size_)); }
+  devices::GuestMemory mem() const { return devices::GuestMemory(std::span<std::byte>(base_, size_)); }
 
   template <typename T>
   T read(std::uint64_t gpa) const {
-    return mem().read_obj<T>(gpa);
+    return mem().load_obj<T>(gpa);
   }
   std::vector<std::byte> bytes(std::uint64_t gpa, std::uint64_t len) const {
-    auto s = mem().slice(gpa, len);
+    auto s = mem().at(gpa, len);
     return {s.begin(), s.end()};
   }
 

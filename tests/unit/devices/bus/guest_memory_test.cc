@@ -1,5 +1,5 @@
-// GuestRam: every range check is overflow-safe and failures are reported, not thrown.
-#include "devices/bus/guest_ram.h"
+// GuestMemory: every range check is overflow-safe and failures are reported, not thrown.
+#include "devices/bus/guest_memory.h"
 
 #include <gtest/gtest.h>
 
@@ -8,11 +8,11 @@
 
 namespace {
 
-using minivmm::devices::GuestRam;
+using minivmm::devices::GuestMemory;
 
 TEST(GuestRamTest, ContainsIsExactAtTheEnd) {
   std::vector<std::byte> bytes(4096);
-  GuestRam ram{std::span(bytes)};
+  GuestMemory ram{std::span(bytes)};
   EXPECT_TRUE(ram.contains(0, 4096));
   EXPECT_TRUE(ram.contains(4096, 0));
   EXPECT_FALSE(ram.contains(4096, 1));
@@ -22,7 +22,7 @@ TEST(GuestRamTest, ContainsIsExactAtTheEnd) {
 
 TEST(GuestRamTest, RangesThatWouldWrapAreOutside) {
   std::vector<std::byte> bytes(4096);
-  GuestRam ram{std::span(bytes)};
+  GuestMemory ram{std::span(bytes)};
   EXPECT_FALSE(ram.contains(16, UINT64_MAX));
   EXPECT_FALSE(ram.contains(UINT64_MAX, 2));
   EXPECT_TRUE(ram.slice(UINT64_MAX - 1, 4).empty());
@@ -30,7 +30,7 @@ TEST(GuestRamTest, RangesThatWouldWrapAreOutside) {
 
 TEST(GuestRamTest, ReadsAndWritesOutsideFailWithoutTouchingAnything) {
   std::vector<std::byte> bytes(64);
-  GuestRam ram{std::span(bytes)};
+  GuestMemory ram{std::span(bytes)};
   std::uint64_t v = 0x1122334455667788;
   EXPECT_TRUE(ram.write_obj(56, v));
   EXPECT_FALSE(ram.write_obj(57, v));
@@ -43,7 +43,7 @@ TEST(GuestRamTest, ReadsAndWritesOutsideFailWithoutTouchingAnything) {
 }
 
 TEST(GuestRamTest, EmptyViewHasNoBytes) {
-  GuestRam ram;
+  GuestMemory ram;
   EXPECT_EQ(ram.size(), 0u);
   EXPECT_TRUE(ram.contains(0, 0));
   EXPECT_FALSE(ram.contains(0, 1));
