@@ -202,8 +202,8 @@ while (($#)); do
     -device)
       need_arg "$@"
       case "${1%%,*}" in
-        # Built in at QEMU's ports: 0xe0/0xe4/0x2000 and 0xf4 (minivmm's isa-debug-exit is
-        # always at iobase=0xf4, iosize=4).
+        # At QEMU's ports: 0xe0/0xe4/0x2000 (--testdev, always passed) and 0xf4 (minivmm's
+        # isa-debug-exit is always at iobase=0xf4, iosize=4).
         pc-testdev | isa-debug-exit) ;;
         *) warn "-device $1: not provided by minivmm; ignored" ;;
       esac
@@ -216,8 +216,10 @@ done
 # QEMU's message for a missing kernel: the suite's premature-failure probe looks for it.
 [[ -f $kernel ]] || die "could not load kernel '$kernel'"
 
+# --testdev: QEMU's PC always has fw_cfg (every test reads its CPU count there) and the suite
+# adds pc-testdev; minivmm builds them only when asked.
 cmd=("$minivmm" run --kernel "$kernel" --cpus "$cpus" --memory "${memory_mib_v}M"
-  --cpu "$cpu" --no-console-input --quiet --log-level error)
+  --cpu "$cpu" --no-console-input --quiet --log-level error --testdev)
 [[ -n $cmdline ]] && cmd+=(--cmdline "$cmdline")
 [[ -n $initrd ]] && cmd+=(--initrd "$initrd")
 [[ -n $lost_ticks ]] && cmd+=(--lost-ticks "$lost_ticks")

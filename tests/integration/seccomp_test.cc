@@ -137,7 +137,7 @@ INSTANTIATE_TEST_SUITE_P(
                     "", false, "blk: scratch ok", 1, "io_uring"},
         SandboxCase{"DriveWorkerThread", {"--cmdline", "blk=check ticks=1"}, "", false,
                     "blk: scratch ok", 1, "threads"},
-        SandboxCase{"MultibootTwoCpus", {"--cpus", "2", "--cmdline", "cpus=2"}, "smp", false,
+        SandboxCase{"MultibootTwoCpus", {"--cpus", "2", "--cmdline", "cpus=2", "--testdev"}, "smp", false,
                     "smp: 1 of 1 APs checked in", 2},
         SandboxCase{"Log", {"--cmdline", kShortRun, "--seccomp", "log"}, "", false, "done 100", 1,
                     "", "log"},

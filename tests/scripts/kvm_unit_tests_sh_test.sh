@@ -52,7 +52,7 @@ out=$(dry --no-reboot -nodefaults -global kvm-pit.lost_tick_policy=discard -devi
 expect_has "$out" "/x/minivmm run --kernel $kernel --cpus 4 --memory 128M --cpu baseline" "base mapping"
 expect_has "$out" "--initrd /env/file" "-initrd"
 expect_has "$out" "--lost-ticks discard" "-global kvm-pit.lost_tick_policy"
-expect_has "$out" "--quiet --log-level error" "no stderr chatter in a passing run"
+expect_has "$out" "--quiet --log-level error --testdev" "no stderr chatter; fw_cfg and pc-testdev"
 grep -qv warning "$tmp/err" && fail "a non-warning stderr line in a mapped run: $(cat "$tmp/err")"
 out=$(dry -kernel "$kernel" -append "cpuid vmcall" -m 2048 -cpu max,-pku,-tsc-deadline,-pcid)
 expect_has "$out" "--memory 2048M --cpu host" "-m 2048 and -cpu max"

@@ -158,6 +158,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"serial", "virtio"}))
       ->capture_default_str();
   run->add_flag("--no-console-input", no_input, "do not forward stdin to the guest's COM1");
+  run->add_flag("--testdev", c.testdev,
+                "add kvm-unit-tests' devices, QEMU's fw_cfg (port 0x510) and pc-testdev (ports "
+                "0xe0-0xeb, 0x2000-0x2017 driving GSIs 0-23, MMIO 0xff000000)");
   std::string seccomp = "on";
   run->add_option("--seccomp", seccomp,
                   "per-thread syscall allow-lists: on (a forbidden syscall ends the run with "

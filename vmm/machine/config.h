@@ -57,6 +57,9 @@ struct Config {
   // virtio-mmio devices (docs/virtio.md): --drive (virtio-blk, one per flag) and --console.
   std::vector<DriveSpec> drives;
   bool virtio_console = false;  // --console virtio: the guest console is virtio-console
+  // --testdev: QEMU's fw_cfg and pc-testdev (kvm-unit-tests' devices), its ports and its 24
+  // IRQ lines; off, a guest cannot drive arbitrary GSIs.
+  bool testdev = false;
   // Per-thread syscall allow-lists (docs/reliability.md). seccomp_selftest: the hidden
   // --seccomp-selftest, the thread kind that makes a forbidden syscall once filtered.
   SeccompMode seccomp = SeccompMode::kOn;

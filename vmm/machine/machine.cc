@@ -145,26 +145,32 @@ Machine::Machine(Config config, std::function<void()> open_outputs)
   bus_.attach(0x64, 1, i8042_.command_port());
   bus_.attach(0x70, 2, rtc_);
   vm_.set_pics_as_bios_leaves_them(kernel_.bios_timer && config_.pit == PitMode::kUser);
-  bus_.attach(devices::FwCfg::kPort, devices::FwCfg::kPortCount, fw_cfg_);
-  bus_.attach(devices::PcTestdevPort::kPort, devices::PcTestdevPort::kPortCount, testdev_port_);
-  bus_.attach(devices::PcTestdevPort::kBytePort, devices::PcTestdevPort::kPortCount,
-              testdev_port_);
-  bus_.attach(devices::PcTestdevFlushPage::kPort, devices::PcTestdevFlushPage::kPortCount,
-              testdev_flush_);
-  {
-    // Level changes through KVM_IRQ_LINE: GSIs 0-15 reach both the PIC and the IOAPIC, 16-23
-    // the IOAPIC only (KVM's default routing, as QEMU's ISA bus wires pc-testdev).
-    std::array<devices::IrqLine*, devices::PcTestdevIrq::kLines> wires{};
-    for (std::size_t gsi = 0; gsi < wires.size(); ++gsi) {
-      testdev_lines_[gsi] =
-          std::make_unique<KvmIrqLine>(vm_, static_cast<std::uint32_t>(gsi), IrqInject::kIoctl);
-      wires[gsi] = testdev_lines_[gsi].get();
+  // kvm-unit-tests' devices only when asked for (--testdev): without them a guest has no way
+  // to drive arbitrary GSIs, and their ports read as an empty ISA bus does.
+  if (config_.testdev) {
+    bus_.attach(devices::FwCfg::kPort, devices::FwCfg::kPortCount, fw_cfg_);
+    bus_.attach(devices::PcTestdevPort::kPort, devices::PcTestdevPort::kPortCount,
+                testdev_port_);
+    bus_.attach(devices::PcTestdevPort::kBytePort, devices::PcTestdevPort::kPortCount,
+                testdev_port_);
+    bus_.attach(devices::PcTestdevFlushPage::kPort, devices::PcTestdevFlushPage::kPortCount,
+                testdev_flush_);
+    {
+      // Level changes through KVM_IRQ_LINE: GSIs 0-15 reach both the PIC and the IOAPIC, 16-23
+      // the IOAPIC only (KVM's default routing, as QEMU's ISA bus wires pc-testdev).
+      std::array<devices::IrqLine*, devices::PcTestdevIrq::kLines> wires{};
+      for (std::size_t gsi = 0; gsi < wires.size(); ++gsi) {
+        testdev_lines_[gsi] = std::make_unique<KvmIrqLine>(vm_, static_cast<std::uint32_t>(gsi),
+                                                           IrqInject::kIoctl);
+        wires[gsi] = testdev_lines_[gsi].get();
+      }
+      testdev_irq_ = std::make_unique<devices::PcTestdevIrq>(wires);
+      // Above the largest guest's RAM (3 GiB), so its accesses always exit to the MMIO bus.
+      mmio_bus_.attach(devices::PcTestdevIomem::kBase, devices::PcTestdevIomem::kSize,
+                       testdev_iomem_);
+      bus_.attach(devices::PcTestdevIrq::kPort, devices::PcTestdevIrq::kPortCount,
+                  *testdev_irq_);
     }
-    testdev_irq_ = std::make_unique<devices::PcTestdevIrq>(wires);
-    // Above the largest guest's RAM (3 GiB), so its accesses always exit to the MMIO bus.
-    mmio_bus_.attach(devices::PcTestdevIomem::kBase, devices::PcTestdevIomem::kSize,
-                     testdev_iomem_);
-    bus_.attach(devices::PcTestdevIrq::kPort, devices::PcTestdevIrq::kPortCount, *testdev_irq_);
   }
   if (config_.pit == PitMode::kKvm) {
     vm_.create_kernel_pit();
@@ -673,25 +679,27 @@ RunReport Machine::collect_report() const {
                             {"gone", con.gone}};
     r.devices["debug_exit"] = {{"exit_requests", debug_exit_.exit_requests()}};
     r.devices["post_port"] = {{"writes", post_port_.writes()}};
-    const auto fc = fw_cfg_.stats();
-    r.devices["fw_cfg"] = {{"selects", fc.selects},
-                           {"unknown_selects", fc.unknown_selects},
-                           {"data_reads", fc.data_reads},
-                           {"reads_past_end", fc.reads_past_end},
-                           {"ignored_writes", fc.ignored_writes},
-                           {"bad_accesses", fc.bad_accesses}};
-    const auto ti = testdev_irq_->stats();
-    r.devices["pc_testdev"] = {
-        {"echo_bad_accesses", testdev_port_.bad_accesses()},
-        {"page_flushes", testdev_flush_.flushes()},
-        {"page_flushes_outside_ram", flushes_outside_ram_.load(std::memory_order_relaxed)},
-        {"flush_bad_accesses", testdev_flush_.bad_accesses()},
-        {"irq_raises", ti.raises},
-        {"irq_lowers", ti.lowers},
-        {"irq_bad_accesses", ti.bad_accesses},
-        {"iomem_reads", testdev_iomem_.reads()},
-        {"iomem_writes", testdev_iomem_.writes()},
-        {"iomem_bad_accesses", testdev_iomem_.bad_accesses()}};
+    if (config_.testdev) {
+      const auto fc = fw_cfg_.stats();
+      r.devices["fw_cfg"] = {{"selects", fc.selects},
+                             {"unknown_selects", fc.unknown_selects},
+                             {"data_reads", fc.data_reads},
+                             {"reads_past_end", fc.reads_past_end},
+                             {"ignored_writes", fc.ignored_writes},
+                             {"bad_accesses", fc.bad_accesses}};
+      const auto ti = testdev_irq_->stats();
+      r.devices["pc_testdev"] = {
+          {"echo_bad_accesses", testdev_port_.bad_accesses()},
+          {"page_flushes", testdev_flush_.flushes()},
+          {"page_flushes_outside_ram", flushes_outside_ram_.load(std::memory_order_relaxed)},
+          {"flush_bad_accesses", testdev_flush_.bad_accesses()},
+          {"irq_raises", ti.raises},
+          {"irq_lowers", ti.lowers},
+          {"irq_bad_accesses", ti.bad_accesses},
+          {"iomem_reads", testdev_iomem_.reads()},
+          {"iomem_writes", testdev_iomem_.writes()},
+          {"iomem_bad_accesses", testdev_iomem_.bad_accesses()}};
+    }
     nlohmann::json unmapped = nlohmann::json::object();
     for (const auto& u2 : bus_.unmapped()) {
       unmapped[fmt::format("{:#06x}", u2.port)] = {{"reads", u2.reads}, {"writes", u2.writes}};
