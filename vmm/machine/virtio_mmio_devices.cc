@@ -42,7 +42,7 @@ devices::VirtioMmioTransport& VirtioMmioDevices::add(
   auto slot = std::make_unique<Slot>();
   slot->label = std::move(label);
   slot->base = slot_base(slots_.size());
-  slot->gsi = kGsis[slots_.size()];
+  slot->gsi = board::kVirtioGsis[slots_.size()];
   slot->device = std::move(device);
   slot->irq = std::make_unique<KvmIrqLine>(vm_, slot->gsi);
   slot->transport =
@@ -99,7 +99,7 @@ std::string VirtioMmioDevices::cmdline_for(std::size_t count) {
   std::string out;
   for (std::size_t i = 0; i < count; ++i) {
     if (!out.empty()) out += ' ';
-    out += fmt::format("virtio_mmio.device=4K@{:#x}:{}", slot_base(i), kGsis[i]);
+    out += fmt::format("virtio_mmio.device=4K@{:#x}:{}", slot_base(i), board::kVirtioGsis[i]);
   }
   return out;
 }

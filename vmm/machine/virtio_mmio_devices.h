@@ -5,10 +5,9 @@
 // loop thread runs the device. Where KVM refuses the ioeventfd, the notify write exits to the
 // vCPU thread instead and the transport handles it there (counted apart).
 //
-// Layout: windows at kWindowBase + i * 4 KiB (RAM ends at 3 GiB at most, and the IOAPIC/LAPIC
-// sit at 0xfec00000/0xfee00000), GSIs from kGsis: the ISA inputs no device of ours uses (PIT 0,
-// i8042 1/12, COM1 4, RTC 8, the ACPI SCI 9). Linux learns each device from
-// `virtio_mmio.device=4K@0xd0000000:5` on its command line (cmdline()).
+// Layout: the board's (board_layout.h): device i at board::virtio_window(i) and the i-th of
+// board::kVirtioGsis. Linux learns each device from `virtio_mmio.device=4K@0xd0000000:5` on
+// its command line (cmdline()).
 //
 // Threads: construct and add() on the main thread before the vCPU starts; the loop thread runs
 // the ioeventfd handlers; stats_json() from the loop thread. Destroy after the vCPU has stopped.
@@ -30,14 +29,14 @@
 #include "vmm/kvm/kvm_irq_line.h"
 #include "vmm/kvm/unique_fd.h"
 #include "vmm/kvm/vm.h"
+#include "vmm/machine/board_layout.h"
 
 namespace minivmm::vmm {
 
 class VirtioMmioDevices {
  public:
-  static constexpr std::uint64_t kWindowBase = 0xd0000000;
-  static constexpr std::array<std::uint32_t, 5> kGsis{5, 6, 7, 10, 11};
-  static constexpr std::size_t kMaxDevices = kGsis.size();
+  static constexpr std::size_t kMaxDevices = board::kVirtioGsis.size();
+  static_assert(board::kVirtioFirst.size == devices::VirtioMmioTransport::kWindowSize);
 
   VirtioMmioDevices(const Vm& vm, loop::EventLoop& loop, devices::MmioBus& bus);
   ~VirtioMmioDevices();
@@ -63,7 +62,7 @@ class VirtioMmioDevices {
  private:
   // Device i's register window: the one formula add() and cmdline_for() share.
   static constexpr std::uint64_t slot_base(std::size_t i) noexcept {
-    return kWindowBase + i * devices::VirtioMmioTransport::kWindowSize;
+    return board::virtio_window(i).base;
   }
 
   struct Slot {
