@@ -223,7 +223,7 @@ int main(int argc, char** argv) {
   }
   c.pit = pit == "kvm" ? minivmm::vmm::PitMode::kKvm : minivmm::vmm::PitMode::kUser;
   c.pit_tick = pit_tick == "vcpu"     ? minivmm::vmm::PitTick::kVcpu
-               : pit_tick == "kernel" ? minivmm::vmm::PitTick::kKernel
+               : pit_tick == "kernel" ? minivmm::vmm::PitTick::kHostKernel
                                       : minivmm::vmm::PitTick::kLoop;
   c.alarm = *minivmm::timers::parse_alarm_kind(alarm);
   c.poller = *minivmm::loop::parse_poller_kind(poll);

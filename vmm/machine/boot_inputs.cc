@@ -1,6 +1,6 @@
 #include "vmm/machine/boot_inputs.h"
 
-#include "vmm/boot/kernel_loader.h"
+#include "vmm/boot/guest_kernel_loader.h"
 #include "vmm/host/mapped_file.h"
 #include "vmm/machine/virtio_mmio_devices.h"
 #include "vmm/vmm_error.h"
@@ -8,7 +8,7 @@
 namespace minivmm::vmm {
 namespace {
 
-LoadedKernel load_guest_kernel(const Config& config, const GuestRamMapping& ram) {
+LoadedKernel load_kernel_and_initrd(const Config& config, const GuestRamMapping& ram) {
   // The kernel file may be larger than RAM (an ELF vmlinux carries its symbols, which are not
   // loaded); 3 GiB bounds any file. An initrd goes whole into guest RAM, so RAM bounds it.
   const MappedFile kernel =
@@ -24,7 +24,7 @@ LoadedKernel load_guest_kernel(const Config& config, const GuestRamMapping& ram)
   const TruncationGuard guard{&kernel, &initrd};
   LoadedKernel k;
   try {
-    k = load_kernel(ram.memory(), kernel.bytes(), cmdline, initrd.bytes(), config.cpus,
+    k = load_guest_kernel(ram.memory(), kernel.bytes(), cmdline, initrd.bytes(), config.cpus,
                     config.kernel_path);
   } catch (const VmmError& e) {
     if (e.code() != ExitCode::kUsage || cmdline.size() == config.cmdline.size() ||
@@ -65,6 +65,6 @@ std::string boot_cmdline(const Config& c) {
 }
 
 BootInputs::BootInputs(const Config& config)
-    : ram(config.memory_bytes), kernel(load_guest_kernel(config, ram)), drives(open_drives(config)) {}
+    : ram(config.memory_bytes), kernel(load_kernel_and_initrd(config, ram)), drives(open_drives(config)) {}
 
 }  // namespace minivmm::vmm

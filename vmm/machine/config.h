@@ -22,8 +22,8 @@ enum class PitMode { kUser, kKvm };
 // it raises IRQ0, the vCPU wakes for the interrupt), the vCPU thread itself (a POSIX timer
 // signal interrupts KVM_RUN: one thread wakeup per tick instead of two), or the host kernel
 // (the next edges armed ahead on timerfds whose AIO polls signal an irqfd: no thread of ours
-// wakes per tick).
-enum class PitTick { kLoop, kVcpu, kKernel };
+// wakes per tick). On the command line: loop, vcpu, kernel.
+enum class PitTick { kLoop, kVcpu, kHostKernel };
 
 struct Config {
   std::string kernel_path;
@@ -32,7 +32,7 @@ struct Config {
   std::uint64_t memory_bytes = 64ull << 20;
   std::uint32_t cpus = 1;  // vCPUs, 1..kMaxVcpus; vCPU 0 boots, the others wait for SIPI
   PitMode pit = PitMode::kUser;
-  PitTick pit_tick = PitTick::kKernel;
+  PitTick pit_tick = PitTick::kHostKernel;
   std::optional<double> duration_s;  // stop after this long (rt_clock)
   std::string stats_path;            // "" none, "-" stdout
   bool quiet_summary = false;

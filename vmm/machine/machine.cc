@@ -90,7 +90,7 @@ void Machine::bind_control_socket() {
   };
   handlers.quit = [this] { request_stop(ExitCode::kOk, "quit from the control socket"); };
   try {
-    control_ = std::make_unique<ControlSocket>(*loop_->loop, loop_->rt_timers,
+    control_ = std::make_unique<ControlSocket>(*loop_->loop, loop_->loop_rt_timers,
                                                config_.api_socket, std::move(handlers));
   } catch (const std::invalid_argument& e) {
     throw VmmError(ExitCode::kUsage, std::string("--api-socket: ") + e.what());
@@ -135,7 +135,7 @@ void Machine::build_vcpus() {
   vcpus_ = std::make_unique<VcpuSet>(
       config_, *vm_, k, board_->io(), board_->mmio(),
       [this](ExitCode code, const std::string& why) { request_stop(code, why); });
-  if (timers::ThreadTimers* t = board_->pit().vcpu_timers()) vcpus_->host_pit_timers(*t);
+  if (timers::ThreadTimers* t = board_->pit().vcpu_dynticks()) vcpus_->host_pit_timers(*t);
 }
 
 // Before run() starts the vCPU threads, so that they and every later thread inherit the mask.

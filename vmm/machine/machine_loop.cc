@@ -35,7 +35,7 @@ std::unique_ptr<loop::Poller> make_poller(const Config& c) {
 MachineLoop::MachineLoop(const Config& config)
     : alarm(make_alarm(config)),
       dynticks(std::make_unique<timers::Dynticks>(
-          *alarm, mono, std::vector<timers::TimerList*>{&vm_timers, &rt_timers},
+          *alarm, mono, std::vector<timers::TimerList*>{&loop_vm_timers, &loop_rt_timers},
           timers::DynticksOptions{timers::Nanos{config.min_delta_ns}})),
       loop(std::make_unique<loop::EventLoop>(make_poller(config), *dynticks)) {}
 

@@ -2,9 +2,9 @@
 // on them. rt_clock is the host's monotonic clock; vm_clock is rt_clock minus the time the VM
 // was paused (it stands still while paused); the wall clock is what the RTC reads.
 //
-// Timer lists by what they serve: `vm_timers` are the loop thread's vm_clock timers (the RTC,
+// Timer lists by what they serve: `loop_vm_timers` are the loop thread's vm_clock timers (the RTC,
 // the UART's character timing, the PIT's under --pit-tick loop and the host pulse train's
-// refills), `rt_timers` its rt_clock timers (the UART's flush, --duration, the control
+// refills), `loop_rt_timers` its rt_clock timers (the UART's flush, --duration, the control
 // socket's idle sweep). Dynticks runs both and touches the host alarm once per pass.
 //
 // Threads: built and destroyed on the main thread; everything else is the loop thread's, but
@@ -34,8 +34,8 @@ struct MachineLoop {
   timers::MonotonicClock mono;
   timers::VmClock vm_clock{mono};
   timers::WallClock wall;
-  timers::TimerList vm_timers{timers::ClockType::kVm, vm_clock};
-  timers::TimerList rt_timers{timers::ClockType::kRt, mono};
+  timers::TimerList loop_vm_timers{timers::ClockType::kVm, vm_clock};
+  timers::TimerList loop_rt_timers{timers::ClockType::kRt, mono};
   std::unique_ptr<timers::AlarmTimer> alarm;
   std::unique_ptr<timers::Dynticks> dynticks;
   std::unique_ptr<loop::EventLoop> loop;

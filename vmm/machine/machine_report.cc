@@ -23,7 +23,7 @@ std::string_view pit_tick_name(PitTick t) {
   switch (t) {
     case PitTick::kLoop: return "loop";
     case PitTick::kVcpu: return "vcpu";
-    case PitTick::kKernel: return "kernel";
+    case PitTick::kHostKernel: return "kernel";
   }
   return "?";
 }
@@ -164,7 +164,7 @@ RunReport Machine::collect_report() const {
   fill_loop(r, *loop_);
   fill_host(r, inputs_->ram);
   fill_vcpus(r, *vcpus_, run_->loop_tid());
-  fill_vcpu_timers(r, board_->pit().vcpu_timers());
+  fill_vcpu_timers(r, board_->pit().vcpu_dynticks());
   board_->report(r.devices);
   virtio_->report(r.devices);
   if (control_) r.api_socket = control_->stats_json();

@@ -13,11 +13,11 @@ PcBoard::PcBoard(const Wiring& w)
       com1_irq_(w.vm.vm, board::kCom1Gsi),
       rtc_irq_(w.vm.vm, board::kRtcGsi),
       mouse_irq_(w.vm.vm, board::kMouseGsi),
-      uart_(com1_irq_, sink_, &w.loop.rt_timers, &w.loop.vm_timers),
+      uart_(com1_irq_, sink_, &w.loop.loop_rt_timers, &w.loop.loop_vm_timers),
       debug_exit_([stop = w.stop](int status) { stop(status, "guest debug-exit"); }),
       i8042_([stop = w.stop] { stop(to_int(ExitCode::kOk), "guest reset through the i8042"); },
              &keyboard_irq_, &mouse_irq_),
-      rtc_(w.loop.vm_timers, w.loop.wall, rtc_irq_, w.config.memory_bytes) {
+      rtc_(w.loop.loop_vm_timers, w.loop.wall, rtc_irq_, w.config.memory_bytes) {
   io_.attach(board::kCom1.base, board::kCom1.count, uart_);
   io_.attach(board::kDebugExit.base, board::kDebugExit.count, debug_exit_);
   io_.attach(board::kPostPort.base, board::kPostPort.count, post_port_);

@@ -26,21 +26,21 @@ void PitAssembly::build_user_pit(const Wiring& w) {
   irq0_ = std::make_unique<KvmIrqLine>(w.vm, board::kPitGsi,
                                        ioctl ? IrqInject::kIoctl : IrqInject::kIrqfd,
                                        /*track_acks=*/true);
-  timers::TimerList* pit_timers = &w.loop.vm_timers;
+  timers::TimerList* pit_timers = &w.loop.loop_vm_timers;
   if (c.pit_tick == PitTick::kVcpu) {
     vcpu_pit_timers_ =
         std::make_unique<timers::TimerList>(timers::ClockType::kVm, w.loop.vm_clock);
-    vcpu_timers_ = std::make_unique<timers::ThreadTimers>(
+    vcpu_dynticks_ = std::make_unique<timers::ThreadTimers>(
         w.loop.mono, std::vector<timers::TimerList*>{vcpu_pit_timers_.get()},
         timers::DynticksOptions{timers::Nanos{c.min_delta_ns}});
     pit_timers = vcpu_pit_timers_.get();
   }
-  if (c.pit_tick == PitTick::kKernel) {
+  if (c.pit_tick == PitTick::kHostKernel) {
     KernelPulseTrain::Binding binding;
     binding.attach = [&vm = w.vm](int fd) { vm.add_irqfd(fd, board::kPitGsi); };
     binding.detach = [&vm = w.vm](int fd) { vm.remove_irqfd(fd, board::kPitGsi); };
     binding.failed = w.on_failure;
-    train_ = std::make_unique<KernelPulseTrain>(w.loop.vm_timers, std::move(binding));
+    train_ = std::make_unique<KernelPulseTrain>(w.loop.loop_vm_timers, std::move(binding));
   }
   pit_ = std::make_unique<devices::I8254Pit>(*pit_timers, *irq0_, c.lost_ticks, train_.get());
   speaker_ = std::make_unique<devices::I8254SpeakerPort>(*pit_);

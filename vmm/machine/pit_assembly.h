@@ -51,8 +51,8 @@ class PitAssembly {
   devices::I8254Pit* pit() const noexcept { return pit_.get(); }
   KvmIrqLine* irq0() const noexcept { return irq0_.get(); }
   KernelPulseTrain* train() const noexcept { return train_.get(); }
-  // --pit-tick vcpu: the timers vCPU 0 runs.
-  timers::ThreadTimers* vcpu_timers() const noexcept { return vcpu_timers_.get(); }
+  // --pit-tick vcpu: what runs the PIT's timer list on vCPU 0 (a Dynticks of that thread's).
+  timers::ThreadTimers* vcpu_dynticks() const noexcept { return vcpu_dynticks_.get(); }
 
   // Pause withdraws the host kernel's armed edges before vm_clock stops (an edge fired after
   // the stop would be re-armed on resume); resume re-arms them from the vm_clock grid.
@@ -65,7 +65,7 @@ class PitAssembly {
   std::unique_ptr<KvmIrqLine> irq0_;
   // --pit-tick vcpu: the PIT's vm_clock timers, run by vCPU 0 (not the loop).
   std::unique_ptr<timers::TimerList> vcpu_pit_timers_;
-  std::unique_ptr<timers::ThreadTimers> vcpu_timers_;
+  std::unique_ptr<timers::ThreadTimers> vcpu_dynticks_;
   std::unique_ptr<KernelPulseTrain> train_;  // --pit-tick kernel; outlives pit_
   std::unique_ptr<devices::I8254Pit> pit_;
   std::unique_ptr<devices::I8254SpeakerPort> speaker_;

@@ -6,7 +6,7 @@ namespace minivmm::vmm {
 
 RunControl::RunControl(MachineLoop& loop, std::function<void()> on_duration)
     : loop_(loop),
-      duration_(loop.rt_timers, "duration",
+      duration_(loop.loop_rt_timers, "duration",
                 [cb = std::move(on_duration)](const timers::Timer::Expiry&) { cb(); }) {}
 
 bool RunControl::claim(int status, const std::string& why) {

@@ -20,7 +20,7 @@ SeccompFacts seccomp_facts(const Config& c, int vm_fd) {
   SeccompFacts f;
   f.vm_fd = vm_fd;
   f.pit_tick_vcpu = c.pit == PitMode::kUser && c.pit_tick == PitTick::kVcpu;
-  f.pit_tick_kernel = c.pit == PitMode::kUser && c.pit_tick == PitTick::kKernel;
+  f.pit_tick_host_kernel = c.pit == PitMode::kUser && c.pit_tick == PitTick::kHostKernel;
   f.alarm_posix_timer = c.alarm == timers::AlarmKind::kDynticks;
   f.alarm_timerfd = c.alarm == timers::AlarmKind::kTimerfd || c.alarm == timers::AlarmKind::kPeriodic;
   using loop::PollerKind;

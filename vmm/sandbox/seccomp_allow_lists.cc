@@ -61,7 +61,7 @@ void allow_irq_line(SyscallAllowList& l, const SeccompFacts& facts) {
 // the grid, AIO polls) when the guest programs the PIT (vCPU) or on resume (loop), refills on
 // the loop, and closes one on reprogramming, pause and teardown.
 void allow_pulse_train(SyscallAllowList& l, const SeccompFacts& facts) {
-  if (!facts.pit_tick_kernel) return;
+  if (!facts.pit_tick_host_kernel) return;
   l.allow({SYS_eventfd2, SYS_timerfd_create, SYS_timerfd_settime, SYS_io_setup, SYS_io_submit,
            SYS_io_getevents, SYS_io_cancel, SYS_read, SYS_close});
   l.allow_ioctl(facts.vm_fd, KVM_IRQFD);
@@ -101,7 +101,7 @@ SyscallAllowList loop_allow_list(const SeccompFacts& facts) {
   }
   allow_irq_line(l, facts);
   allow_pulse_train(l, facts);
-  if (facts.pit_tick_kernel) l.allow(SYS_io_destroy);  // the train's AIO context, at teardown
+  if (facts.pit_tick_host_kernel) l.allow(SYS_io_destroy);  // the train's AIO context, at teardown
   // virtio-blk on io_uring: requests submitted after an ioeventfd notification, and the wait
   // for those still on the ring at reset or teardown. The ring was set up (io_uring_setup,
   // io_uring_register) before any filter, and refuses io_uring_register once enabled.

@@ -15,7 +15,7 @@ namespace minivmm::vmm {
 struct SeccompFacts {
   int vm_fd = -1;
   bool pit_tick_vcpu = false;    // --pit-tick vcpu: vCPU 0 runs the PIT's timers itself
-  bool pit_tick_kernel = false;  // --pit-tick kernel: the pulse train (AIO polls on timerfds)
+  bool pit_tick_host_kernel = false;  // --pit-tick kernel: the pulse train (AIO polls on timerfds)
   bool alarm_posix_timer = false;  // --alarm dynticks: timer_settime + signalfd
   bool alarm_timerfd = false;      // --alarm timerfd / periodic
   bool poll_ppoll = false;         // --poll ppoll or auto

@@ -22,7 +22,7 @@ namespace minivmm::vmm {
 // itself occupies that memory. A multiboot kernel's command line starts with `kernel_name`
 // (the --kernel path) when one is given, as GRUB and QEMU pass it: kvm-unit-tests takes the
 // first word as argv[0] and the rest as its arguments.
-LoadedKernel load_kernel(const devices::GuestMemory& mem, std::span<const std::byte> image,
+LoadedKernel load_guest_kernel(const devices::GuestMemory& mem, std::span<const std::byte> image,
                          const std::string& cmdline, std::span<const std::byte> initrd,
                          std::uint32_t cpus = 1, std::string_view kernel_name = {});
 

@@ -1,4 +1,4 @@
-#include "vmm/boot/kernel_loader.h"
+#include "vmm/boot/guest_kernel_loader.h"
 
 #include <cerrno>
 #include <cstring>
@@ -14,7 +14,7 @@
 
 namespace minivmm::vmm {
 
-LoadedKernel load_kernel(const devices::GuestMemory& mem, std::span<const std::byte> image,
+LoadedKernel load_guest_kernel(const devices::GuestMemory& mem, std::span<const std::byte> image,
                          const std::string& cmdline, std::span<const std::byte> initrd,
                          std::uint32_t cpus, std::string_view kernel_name) {
   AcpiConfig acpi_config;
