@@ -219,6 +219,16 @@ RtcStats Mc146818Rtc::stats() const {
   return stats_;
 }
 
+void Mc146818Rtc::report(ReportWriter& out) const {
+  const RtcStats s = stats();
+  out.count("periodic_irqs", s.periodic_irqs);
+  out.count("alarm_irqs", s.alarm_irqs);
+  out.count("update_irqs", s.update_irqs);
+  out.count("reg_c_reads", s.reg_c_reads);
+  out.count("timer_arms", s.timer_arms);
+  out.count("bad_accesses", s.bad_accesses);
+}
+
 bool Mc146818Rtc::nmi_masked() const {
   std::lock_guard lock(mu_);
   return nmi_masked_;
