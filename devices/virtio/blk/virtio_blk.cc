@@ -506,4 +506,38 @@ VirtioBlkStats VirtioBlk::stats() const {
   return stats_;
 }
 
+void VirtioBlk::report(ReportWriter& out) const {
+  const VirtioBlkStats s = stats();
+  out.text("engine", engine());
+  if (ring_) {
+    out.object("io_uring", [&s](ReportWriter& uring) {
+      uring.count("requests", s.uring_requests);
+      uring.count("submits", s.uring_submits);
+      uring.count("resubmits", s.uring_resubmits);
+      uring.count("submit_errors", s.uring_submit_errors);
+    });
+  }
+  out.object("requests", [&s](ReportWriter& requests) {
+    requests.count("reads", s.reads);
+    requests.count("writes", s.writes);
+    requests.count("flushes", s.flushes);
+    requests.count("get_ids", s.get_ids);
+    requests.count("discards", s.discards);
+    requests.count("bytes_read", s.bytes_read);
+    requests.count("bytes_written", s.bytes_written);
+    requests.count("bytes_discarded", s.bytes_discarded);
+    requests.count("io_errors", s.io_errors);
+    requests.count("unanswerable", s.unanswerable);
+    requests.count("write_syncs", s.write_syncs);
+    requests.count("cancelled", s.cancelled);
+    requests.object("errors", [&s](ReportWriter& errors) {
+      // From 1: kNone is no error.
+      for (std::size_t e = 1; e < s.errors.size(); ++e) {
+        if (s.errors[e] == 0) continue;
+        errors.count(blk_error_name(static_cast<BlkError>(e)), s.errors[e]);
+      }
+    });
+  });
+}
+
 }  // namespace minivmm::devices

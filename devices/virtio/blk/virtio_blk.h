@@ -91,6 +91,10 @@ class VirtioBlk final : public VirtioDevice {
   // Waits until every queued request has completed (tests; shutdown).
   void wait_idle() noexcept;
   VirtioBlkStats stats() const;
+  // The report's device part, beside the transport's counters: "engine"; "io_uring" (its
+  // four counters) with that engine only; "requests", with "errors" by name for the malformed
+  // requests that happened.
+  void report(ReportWriter& out) const override;
 
  private:
   struct Job {
