@@ -33,6 +33,10 @@
 //
 // Threads: read()/write() on vCPU threads, the timer callback on the loop thread; mu_ guards
 // everything. Lock order: mu_ -> TimerList mutex. The IrqLine is called with mu_ held.
+//
+// Files: the register file in mc146818_rtc.cc, the flags and the interrupt timer in
+// mc146818_rtc_interrupts.cc, the register map (mc146818_rtc_regs.h) and the grid and calendar
+// arithmetic (mc146818_rtc_time.h) that both use.
 #pragma once
 
 #include <array>
