@@ -44,11 +44,12 @@
 
 #include "devices/bus/irq_line.h"
 #include "devices/bus/port_io_device.h"
+#include "devices/bus/report_writer.h"
 #include "devices/pc/ps2_keyboard.h"
 
 namespace minivmm::devices {
 
-class I8042 final : public PortIoDevice {
+class I8042 final : public PortIoDevice, public ReportingDevice {
  public:
   static constexpr std::uint16_t kBasePort = 0x60;
   static constexpr std::uint16_t kPortCount = 5;
@@ -136,6 +137,11 @@ class I8042 final : public PortIoDevice {
   PortIoDevice& command_port() noexcept { return command_view_; }
 
   Stats stats() const;
+
+  // ReportingDevice: stats() under "i8042"; device_bytes_dropped is reported as
+  // mouse_bytes_dropped (the only auxiliary device a PC has, and the report's name for it).
+  std::string_view report_key() const noexcept override { return "i8042"; }
+  void report(ReportWriter& out) const override;
 
  private:
   // Forwards a one-port mapping to the device at a fixed offset.

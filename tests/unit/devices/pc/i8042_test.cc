@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <random>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "devices/pc/i8254/i8254_pit.h"
@@ -14,6 +16,7 @@
 #include "devices/bus/io_bus.h"
 #include "tests/support/fake_clock.h"
 #include "tests/support/fake_irq_line.h"
+#include "tests/support/map_report_writer.h"
 #include "timers/timer_list.h"
 
 namespace {
@@ -405,6 +408,25 @@ TEST(I8042Test, RandomRegisterSweepNeverCrashesAndKeepsInvariants) {
   const auto stats = rig.device.stats();
   EXPECT_EQ(stats.reset_requests, static_cast<std::uint64_t>(rig.resets));
   EXPECT_GT(stats.bad_accesses, 0u);
+}
+
+// The run report's "i8042" object: the keys and types --stats always had, the dropped mouse
+// bytes under their report name.
+TEST(I8042Test, ReportsItsCountersUnderI8042) {
+  KbcRig rig;
+  rig.command(I8042::kCmdWriteAux);
+  rig.data(0xf4);  // for the absent mouse: dropped
+  minivmm::testing::MapReportWriter report;
+  rig.device.report(report);
+  EXPECT_EQ(rig.device.report_key(), "i8042");
+  EXPECT_EQ(report.typed_paths(),
+            (std::set<std::string>{"bad_accesses number", "keyboard_bytes number",
+                                   "keyboard_overruns number", "keyboard_unknown number",
+                                   "mouse_bytes_dropped number", "reads number",
+                                   "reset_requests number", "unknown_commands number",
+                                   "writes number"}));
+  EXPECT_EQ(report.counter("mouse_bytes_dropped"), 1u);
+  EXPECT_EQ(report.counter("writes"), 2u);
 }
 
 }  // namespace
