@@ -25,8 +25,7 @@ namespace minivmm::devices {
 
 class DebugExit final : public PortIoDevice, public ReportingDevice {
  public:
-  // Attach at port 0xf4, length 4 (QEMU's iobase/iosize used by most test kernels).
-  static constexpr std::uint16_t kPort = 0xf4;
+  // A window of 4 ports (QEMU's iosize, used by most test kernels).
   static constexpr std::uint16_t kPortCount = 4;
 
   // The status a write of `value` requests.

@@ -66,7 +66,6 @@ struct RtcStats {
 
 class Mc146818Rtc final : public PortIoDevice, public ReportingDevice {
  public:
-  static constexpr std::uint16_t kBase = 0x70;
   static constexpr std::uint16_t kPortCount = 2;
   static constexpr unsigned kIrq = 8;
   // RAM above this address lives above 4 GiB (the 32-bit MMIO hole starts here): the VMM's

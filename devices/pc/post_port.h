@@ -24,8 +24,6 @@ namespace minivmm::devices {
 
 class PostPort final : public PortIoDevice, public ReportingDevice {
  public:
-  // Attach at port 0x80, length 1.
-  static constexpr std::uint16_t kPort = 0x80;
 
   std::string_view name() const noexcept override { return "post-port"; }
 

@@ -67,7 +67,6 @@ class Uart16550 final : public PortIoDevice, public ReportingDevice {
  public:
   // COM1 on a PC; the VMM attaches the device there.
   static constexpr timers::Nanos kFlushSlack{20'000'000};
-  static constexpr std::uint16_t kCom1Base = 0x3f8;
   static constexpr std::uint16_t kPortCount = 8;
   static constexpr unsigned kCom1Irq = 4;
 

@@ -52,7 +52,6 @@ struct FwCfgStats {
 
 class FwCfg final : public PortIoDevice, public ReportingDevice {
  public:
-  static constexpr std::uint16_t kPort = 0x510;
   static constexpr std::uint16_t kPortCount = 2;
 
   // Keys (QEMU include/standard-headers/linux/qemu_fw_cfg.h).

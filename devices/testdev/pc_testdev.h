@@ -1,12 +1,12 @@
 // QEMU's pc-testdev (hw/misc/pc-testdev.c) as one device: the four parts kvm-unit-tests talks
 // to, each attached on its own by the VMM, and the one object of counters the run report has
 // for them all ("pc_testdev"). The parts:
-//  - echo(): the 32-bit echo register (PcTestdevPort), attached twice (kPort and kBytePort);
+//  - echo(): the 32-bit echo register (PcTestdevPort), attached twice (at 0xe0 and 0xe8);
 //  - flush_page(): the flush-page port (PcTestdevFlushPage);
 //  - irq(): the 24 ISA interrupt line ports (PcTestdevIrq);
 //  - iomem(): the 64 KiB MMIO window (PcTestdevIomem).
-// Each part sees offsets only; where it goes is the VMM's choice (the parts' kPort and kBase
-// constants are QEMU's addresses, the ones kvm-unit-tests expects).
+// Each part sees offsets only; where it goes is the board's (vmm/machine/pc_board.cc: QEMU's
+// addresses, the ones kvm-unit-tests expects).
 //
 // Flushing a page is the VMM's work (it owns guest RAM): `flush` does it and says whether the
 // page was in RAM. One outside RAM is ignored, as QEMU's cpu_physical_memory_map makes it, and

@@ -104,9 +104,9 @@ void Machine::bind_control_socket() {
 void Machine::open_vm() { vm_ = std::make_unique<VmHandles>(config_, inputs_->ram.memory()); }
 
 void Machine::build_board() {
-  board_ = std::make_unique<PcBoard>(PcBoard::Wiring{
-      config_, *vm_, *loop_, inputs_->kernel,
-      [this](int status, const std::string& why) { request_stop_status(status, why); }});
+  board_ = std::make_unique<PcBoard>(
+      config_, *loop_, *vm_, inputs_->kernel,
+      [this](int status, const std::string& why) { request_stop_status(status, why); });
 }
 
 void Machine::build_virtio() {

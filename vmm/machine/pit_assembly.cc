@@ -3,7 +3,6 @@
 #include <cstdint>
 #include <span>
 
-#include "vmm/machine/board_layout.h"
 
 namespace minivmm::vmm {
 
@@ -23,7 +22,7 @@ void PitAssembly::build_user_pit(const Wiring& w) {
   // the loop; KVM_IRQ_LINE from the vCPU, which injects at once instead of through a kernel
   // worker the halted vCPU would have to block for.
   const bool ioctl = c.irq_inject_ioctl.value_or(c.pit_tick == PitTick::kVcpu);
-  irq0_ = std::make_unique<KvmIrqLine>(w.vm, board::kPitGsi,
+  irq0_ = std::make_unique<KvmIrqLine>(w.vm, w.gsi,
                                        ioctl ? IrqInject::kIoctl : IrqInject::kIrqfd,
                                        /*track_acks=*/true);
   timers::TimerList* pit_timers = &w.loop.loop_vm_timers;
@@ -37,15 +36,13 @@ void PitAssembly::build_user_pit(const Wiring& w) {
   }
   if (c.pit_tick == PitTick::kHostKernel) {
     KernelPulseTrain::Binding binding;
-    binding.attach = [&vm = w.vm](int fd) { vm.add_irqfd(fd, board::kPitGsi); };
-    binding.detach = [&vm = w.vm](int fd) { vm.remove_irqfd(fd, board::kPitGsi); };
+    binding.attach = [&vm = w.vm, gsi = w.gsi](int fd) { vm.add_irqfd(fd, gsi); };
+    binding.detach = [&vm = w.vm, gsi = w.gsi](int fd) { vm.remove_irqfd(fd, gsi); };
     binding.failed = w.on_failure;
     train_ = std::make_unique<KernelPulseTrain>(w.loop.loop_vm_timers, std::move(binding));
   }
   pit_ = std::make_unique<devices::I8254Pit>(*pit_timers, *irq0_, c.lost_ticks, train_.get());
   speaker_ = std::make_unique<devices::I8254SpeakerPort>(*pit_);
-  w.io.attach(board::kPit.base, board::kPit.count, *pit_);
-  w.io.attach(board::kSpeaker.base, board::kSpeaker.count, *speaker_);
   if (w.bios_timer) {
     // What a PC BIOS leaves running (SeaBIOS pit_setup): counter 0 in mode 3 with count 0,
     // i.e. 65536, an 18.2 Hz square wave on IRQ0, whose INT 08h handler is in the IVT.
@@ -54,6 +51,35 @@ void PitAssembly::build_user_pit(const Wiring& w) {
     pit_->write(0, std::span<const std::uint8_t>(program + 1, 1));
     pit_->write(0, std::span<const std::uint8_t>(program + 2, 1));
   }
+}
+
+void PitAssembly::report(devices::ReportWriter& out) const {
+  if (!pit_) return;
+  const auto p = pit_->stats();
+  out.count("ticks_injected", p.ticks_injected);
+  out.count("ticks_late", p.ticks_late);
+  out.count("ticks_lost", p.ticks_lost);
+  out.count("ticks_coalesced", p.ticks_coalesced);
+  out.count("ticks_owed", p.ticks_owed);
+  out.count("reprogrammings", p.reprogrammings);
+  out.count("period_clamps", p.period_clamps);
+  out.count("timer_arms", p.timer_arms);
+  out.count("train_starts", p.train_starts);
+  out.count("bad_accesses", p.bad_accesses);
+  out.count("ticks_merged", p.ticks_merged);
+  out.count("ticks_injected_by_pit", p.ticks_injected_by_pit);
+  out.count("ack_audits", p.ack_audits);
+  out.flag("acks_abandoned", p.acks_abandoned);
+  if (!train_) return;
+  const auto t = train_->stats();
+  out.object("kernel_train", [&](devices::ReportWriter& k) {
+    k.count("delivered", t.delivered);
+    k.count("generations", t.generations);
+    k.count("refills", t.refills);
+    k.count("polls_submitted", t.polls_submitted);
+    k.count("missed", t.missed);
+    k.count("failures", t.failures);
+  });
 }
 
 void PitAssembly::pause() noexcept {

@@ -15,7 +15,7 @@
 #include <memory>
 #include <string>
 
-#include "devices/bus/io_bus.h"
+#include "devices/bus/report_writer.h"
 #include "devices/pc/i8254/i8254_pit.h"
 #include "devices/pc/i8254/i8254_speaker_port.h"
 #include "timers/thread_timers.h"
@@ -28,13 +28,13 @@
 
 namespace minivmm::vmm {
 
-class PitAssembly {
+class PitAssembly final : public devices::ReportingDevice {
  public:
   struct Wiring {
     const Config& config;
     Vm& vm;
     MachineLoop& loop;
-    devices::IoBus& io;
+    std::uint32_t gsi;  // IRQ0's line
     // A PC BIOS leaves channel 0 running at 18.2 Hz (a multiboot kernel that may rely on it).
     bool bios_timer;
     // The pulse train could not refill or resume: the run ends (loop thread).
@@ -49,6 +49,7 @@ class PitAssembly {
 
   // nullptr with --pit kvm.
   devices::I8254Pit* pit() const noexcept { return pit_.get(); }
+  devices::I8254SpeakerPort* speaker() const noexcept { return speaker_.get(); }
   KvmIrqLine* irq0() const noexcept { return irq0_.get(); }
   KernelPulseTrain* train() const noexcept { return train_.get(); }
   // --pit-tick vcpu: what runs the PIT's timer list on vCPU 0 (a Dynticks of that thread's).
@@ -58,6 +59,10 @@ class PitAssembly {
   // the stop would be re-armed on resume); resume re-arms them from the vm_clock grid.
   void pause() noexcept;
   void resume() noexcept;
+
+  // The PIT's counters, and the host pulse train's under "kernel_train" (user PIT only).
+  std::string_view report_key() const noexcept override { return "pit"; }
+  void report(devices::ReportWriter& out) const override;
 
  private:
   void build_user_pit(const Wiring& w);

@@ -51,7 +51,6 @@ void VirtioBoard::add_disk(const Config& config, VmHandles& vm, std::size_t inde
     });
     ++workers_;
   }
-  disks_.push_back(blk.get());
   devices_->add("blk" + std::to_string(index), std::move(blk));
 }
 
@@ -59,45 +58,8 @@ void VirtioBoard::flush_console() noexcept {
   if (console_ != nullptr) console_->flush_transmit();
 }
 
-void VirtioBoard::report(nlohmann::json& r) const {
-  if (!devices_) return;
-  const nlohmann::json transports = devices_->stats_json();
-  for (auto it = transports.begin(); it != transports.end(); ++it) {
-    r["virtio_" + it.key()] = it.value();
-  }
-  for (std::size_t i = 0; i < disks_.size(); ++i) {
-    const auto b = disks_[i]->stats();
-    nlohmann::json errors = nlohmann::json::object();
-    for (std::size_t e = 1; e < b.errors.size(); ++e) {
-      if (b.errors[e] != 0) {
-        errors[std::string(devices::blk_error_name(static_cast<devices::BlkError>(e)))] =
-            b.errors[e];
-      }
-    }
-    auto& dev = r["virtio_blk" + std::to_string(i)];
-    dev["engine"] = std::string(disks_[i]->engine());
-    if (disks_[i]->engine() == "io_uring") {
-      dev["io_uring"] = {{"requests", b.uring_requests},
-                         {"submits", b.uring_submits},
-                         {"resubmits", b.uring_resubmits},
-                         {"submit_errors", b.uring_submit_errors}};
-    }
-    dev["requests"] = {{"reads", b.reads},           {"writes", b.writes},
-                       {"flushes", b.flushes},       {"get_ids", b.get_ids},
-                       {"discards", b.discards},     {"bytes_read", b.bytes_read},
-                       {"bytes_written", b.bytes_written},
-                       {"bytes_discarded", b.bytes_discarded},
-                       {"io_errors", b.io_errors},   {"unanswerable", b.unanswerable},
-                       {"write_syncs", b.write_syncs},
-                       {"cancelled", b.cancelled},   {"errors", errors}};
-  }
-  if (console_ != nullptr) {
-    const auto c = console_->stats();
-    r["virtio_console"]["data"] = {{"tx_chains", c.tx_chains}, {"tx_bytes", c.tx_bytes},
-                                   {"rx_chains", c.rx_chains}, {"rx_full", c.rx_full},
-                                   {"rx_bytes", c.rx_bytes},   {"tx_capped", c.tx_capped},
-                                   {"tx_resumes", c.tx_resumes}};
-  }
+void VirtioBoard::report(nlohmann::json& devices) const {
+  if (devices_) devices_->report(devices);
 }
 
 }  // namespace minivmm::vmm

@@ -46,7 +46,6 @@ class VirtioBoard {
   void add_disk(const Config& config, VmHandles& vm, std::size_t index, devices::BlockFile file);
 
   std::unique_ptr<VirtioMmioDevices> devices_;  // null without virtio devices
-  std::vector<devices::VirtioBlk*> disks_;     // owned by devices_
   devices::VirtioConsole* console_ = nullptr;  // owned by devices_
   std::size_t workers_ = 0;
 };

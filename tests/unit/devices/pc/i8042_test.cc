@@ -369,17 +369,17 @@ TEST(I8042Test, SplitMappingBesidePort61SharesOneController) {
   minivmm::devices::I8254SpeakerPort port61(pit);
   KbcRig rig;
   minivmm::devices::IoBus bus;
-  bus.attach(I8042::kDataPort, 1, rig.device.data_port());
+  bus.attach(std::uint16_t{0x60}, 1, rig.device.data_port());
   bus.attach(minivmm::devices::I8254SpeakerPort::kPort, 1, port61);
-  bus.attach(I8042::kCommandPort, 1, rig.device.command_port());
+  bus.attach(std::uint16_t{0x64}, 1, rig.device.command_port());
 
   const std::uint8_t self_test = I8042::kCmdSelfTest;
-  ASSERT_TRUE(bus.write(I8042::kCommandPort, std::span(&self_test, 1)));
+  ASSERT_TRUE(bus.write(std::uint16_t{0x64}, std::span(&self_test, 1)));
   std::uint8_t value = 0;
-  ASSERT_TRUE(bus.read(I8042::kDataPort, std::span(&value, 1)));
+  ASSERT_TRUE(bus.read(std::uint16_t{0x60}, std::span(&value, 1)));
   EXPECT_EQ(value, I8042::kSelfTestPassed);
   const std::uint8_t reset = I8042::kCmdResetCpu;
-  ASSERT_TRUE(bus.write(I8042::kCommandPort, std::span(&reset, 1)));
+  ASSERT_TRUE(bus.write(std::uint16_t{0x64}, std::span(&reset, 1)));
   EXPECT_EQ(rig.resets, 1);
 }
 
