@@ -24,7 +24,6 @@ namespace minivmm::devices {
 
 class PostPort final : public PortIoDevice, public ReportingDevice {
  public:
-
   std::string_view name() const noexcept override { return "post-port"; }
 
   void read(std::uint16_t offset, std::span<std::uint8_t> data) noexcept override;

@@ -10,6 +10,7 @@
 #include "devices/pc/i8042.h"
 #include "devices/pc/mc146818_rtc.h"
 #include "devices/pc/post_port.h"
+#include "devices/pc/pvpanic.h"
 #include "devices/testdev/fw_cfg.h"
 #include "devices/testdev/pc_testdev.h"
 #include "vmm/exit_code.h"
@@ -68,6 +69,12 @@ Mounted make_post_port(BoardContext&, const BoardSlot&) {
   return Mounted::one(std::make_unique<devices::PostPort>());
 }
 
+Mounted make_pvpanic(BoardContext& c, const BoardSlot&) {
+  return Mounted::one(std::make_unique<devices::PvPanic>([stop = c.stop] {
+    stop(to_int(ExitCode::kGuestPanicked), "guest panicked (pvpanic)");
+  }));
+}
+
 Mounted make_fw_cfg(BoardContext& c, const BoardSlot&) {
   const auto cpus = static_cast<std::uint16_t>(c.config.cpus);
   return Mounted::one(
@@ -104,6 +111,7 @@ const std::vector<BoardSlot>& board_slots() {
       {"i8042",        {{0x60, 1}, {0x64, 1}},       {},           {1, 12}, false, make_i8042},
       {"debug exit",   {{0xf4, 4}},                  {},           {},      false, make_debug_exit},
       {"post",         {{0x80, 1}},                  {},           {},      false, make_post_port},
+      {"pvpanic",      {{0x505, 1}},                 {},           {},      false, make_pvpanic},
       {"fw_cfg",       {{0x510, 2}},                 {},           {},      true,  make_fw_cfg},
       {"pc-testdev",   {{0xe0, 4}, {0xe4, 4}, {0xe8, 4}, {0x2000, 24}},
                        board::Window{0xff000000, 0x10000},         {},      true,  make_pc_testdev},
