@@ -24,6 +24,7 @@
 
 #include "devices/bus/irq_line.h"
 #include "devices/pc/i8254/pulse_train.h"
+#include "timers/clock.h"
 
 namespace minivmm::devices {
 
@@ -63,6 +64,13 @@ class AckAudit {
   // count since the doubt began means the guest took an interrupt, so the edge is not pending —
   // unless `newest_edge_may_be_pending` (a train's edge came less than a quarter period ago).
   Doubt judge_doubt(bool newest_edge_may_be_pending) noexcept;
+  // Whether the newest edge of a train's grid (first, first + period, ...) came less than a
+  // quarter period before `now`: a running guest takes an interrupt in far less, so until then
+  // that edge may be the one still pending.
+  static constexpr bool edge_may_be_pending(timers::Nanos now, timers::Nanos first,
+                                            timers::Nanos period) noexcept {
+    return now >= first && (now - first) % period < period / 4;
+  }
 
   std::uint64_t edges_merged() const noexcept { return edges_merged_; }
   std::uint64_t audits() const noexcept { return audits_; }  // reads of the count

@@ -185,7 +185,7 @@ bool TickDelivery::line_free_for_owed_locked(Nanos now) noexcept {
 }
 
 bool TickDelivery::newest_train_edge_recent_locked(Nanos now) const noexcept {
-  return train_running_ && now >= train_first_ && (now - train_first_) % period_ < period_ / 4;
+  return train_running_ && AckAudit::edge_may_be_pending(now, train_first_, period_);
 }
 
 void TickDelivery::cap_owed_locked() noexcept {
