@@ -33,6 +33,10 @@ class FakePulseTrain final : public devices::PulseTrain {
   }
   std::uint64_t delivered() noexcept override { return done_ + edges_so_far(); }
   void set_turn_hook(TurnHook hook) noexcept override { hook_ = std::move(hook); }
+  void report(devices::ReportWriter& out) const override {
+    out.count("starts", starts.size());
+    out.count("stops", static_cast<std::uint64_t>(stops));
+  }
   // Pulses `line` once for every edge delivered since the last call: the edges reaching the
   // interrupt controller (KVM's irqfd), for tests that model it. Then, like KernelPulseTrain's
   // refill, calls the turn hook every `turn_every` periods.

@@ -127,6 +127,7 @@ class RacingTrain final : public minivmm::devices::PulseTrain {
     return counted;
   }
   void set_turn_hook(TurnHook) noexcept override {}
+  void report(minivmm::devices::ReportWriter&) const override {}
   // An edge on the line, not yet counted.
   void prime() {
     line_.pulse();
