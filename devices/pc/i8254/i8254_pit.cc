@@ -69,6 +69,28 @@ I8254Pit::Stats I8254Pit::stats() const {
   return s;
 }
 
+void I8254Pit::report(ReportWriter& out) const {
+  const Stats s = stats();
+  out.count("ticks_injected", s.ticks_injected);
+  out.count("ticks_late", s.ticks_late);
+  out.count("ticks_lost", s.ticks_lost);
+  out.count("ticks_coalesced", s.ticks_coalesced);
+  out.count("ticks_owed", s.ticks_owed);
+  out.count("reprogrammings", s.reprogrammings);
+  out.count("period_clamps", s.period_clamps);
+  out.count("timer_arms", s.timer_arms);
+  out.count("train_starts", s.train_starts);
+  out.count("bad_accesses", s.bad_accesses);
+  out.count("ticks_merged", s.ticks_merged);
+  out.count("ticks_injected_by_pit", s.ticks_injected_by_pit);
+  out.count("ack_audits", s.ack_audits);
+  out.flag("acks_abandoned", s.acks_abandoned);
+  // The run report's name for it: the train the VMM attaches is the host kernel's.
+  if (const PulseTrain* train = delivery_.train()) {
+    out.object("kernel_train", [train](ReportWriter& w) { train->report(w); });
+  }
+}
+
 std::uint8_t I8254Pit::read_byte_locked(std::uint16_t offset, Nanos now) noexcept {
   if (offset < kControlOffset) return channels_[offset].read(now);
   // The control word register is write-only; past it is port 0x44, not ours.

@@ -32,8 +32,9 @@
 // audit); this class keeps the chip and drives it. The counters in Stats say what happened to
 // every tick.
 //
-// Threads: read()/write()/set_gate()/out() on vCPU threads, timer callbacks on the thread that
-// runs its timer list (the loop, or the vCPU with --pit-tick vcpu); all take mu_. Lock order:
+// Threads: read()/write()/set_gate()/out() on vCPU threads, stats()/report() on any, timer
+// callbacks on the thread that runs its timer list (the loop, or the vCPU with --pit-tick
+// vcpu); all take mu_. Lock order:
 // I8254SpeakerPort::mu_ -> mu_ -> TickDelivery's lock -> PulseTrain's lock -> TimerList mutex.
 // IRQ0 is pulsed with mu_ held (IrqLine implementations take no lock of ours).
 #pragma once
@@ -47,6 +48,7 @@
 
 #include "devices/bus/irq_line.h"
 #include "devices/bus/port_io_device.h"
+#include "devices/bus/report_writer.h"
 #include "devices/pc/i8254/i8254_channel.h"
 #include "devices/pc/i8254/lost_tick_policy.h"
 #include "devices/pc/i8254/pulse_train.h"
@@ -56,7 +58,7 @@
 
 namespace minivmm::devices {
 
-class I8254Pit final : public PortIoDevice {
+class I8254Pit final : public PortIoDevice, public ReportingDevice {
  public:
   // Attach at port 0x40, length 4.
   static constexpr std::uint16_t kBasePort = 0x40;
@@ -101,6 +103,11 @@ class I8254Pit final : public PortIoDevice {
   void set_gate(int channel, bool level) noexcept;
   bool gate(int channel) const noexcept;
   bool out(int channel) noexcept;
+
+  std::string_view report_key() const noexcept override { return "pit"; }
+  // Every Stats counter under its field's name (acks_abandoned as a flag), then, with a pulse
+  // train, the train's own report as "kernel_train".
+  void report(ReportWriter& out) const override;
 
   const timers::Clock& clock() const noexcept { return clock_; }
   LostTickPolicy policy() const noexcept { return delivery_.policy(); }

@@ -14,6 +14,7 @@
 #include "tests/support/fake_clock.h"
 #include "tests/support/fake_irq_line.h"
 #include "tests/support/fake_pulse_train.h"
+#include "tests/support/map_report_writer.h"
 #include "tests/support/time_driver.h"
 #include "timers/timer_list.h"
 #include "timers/vm_clock.h"
@@ -1034,6 +1035,55 @@ TEST(I8254PitTest, TrainTurnsMoreOftenThanTheAuditReadTheCountOnlyWhenDue) {
   EXPECT_LE(audits, 320 / (2 * static_cast<int>(I8254Pit::kAuditEveryTicks)) + 1);
   EXPECT_FALSE(t.rig.list.next_deadline().has_value()) << "the device armed a timer of its own";
   EXPECT_EQ(t.rig.irq0.serviced(), 320);
+}
+
+// --- Report ---------------------------------------------------------------------------------
+
+TEST(I8254PitTest, ReportsEveryCounterUnderTheRunReportsKeys) {
+  PitRig rig(LostTickPolicy::kDelay);
+  rig.program(0, dev::kPitModeRateGenerator, kOneKhz);
+  rig.irq0.coalesce_next(1);
+  rig.clock.advance(3 * pit_cycle_duration(kOneKhz));
+  rig.list.run_expired(rig.clock.now());
+  rig.in(kControlPort);  // a bad access
+  EXPECT_EQ(rig.pit.report_key(), "pit");
+  mt::MapReportWriter out;
+  rig.pit.report(out);
+  const auto s = rig.pit.stats();
+  // devices.pit in the --stats JSON, keys and types as before the devices reported themselves.
+  const std::map<std::string, mt::MapReportWriter::Value> expected = {
+      {"ticks_injected", s.ticks_injected},
+      {"ticks_late", s.ticks_late},
+      {"ticks_lost", s.ticks_lost},
+      {"ticks_coalesced", s.ticks_coalesced},
+      {"ticks_owed", s.ticks_owed},
+      {"reprogrammings", s.reprogrammings},
+      {"period_clamps", s.period_clamps},
+      {"timer_arms", s.timer_arms},
+      {"train_starts", s.train_starts},
+      {"bad_accesses", s.bad_accesses},
+      {"ticks_merged", s.ticks_merged},
+      {"ticks_injected_by_pit", s.ticks_injected_by_pit},
+      {"ack_audits", s.ack_audits},
+      {"acks_abandoned", false}};
+  EXPECT_EQ(out.values(), expected);
+  EXPECT_EQ(out.counter("ticks_coalesced"), 1u);
+  EXPECT_EQ(out.counter("ticks_owed"), 1u);
+  EXPECT_EQ(out.counter("bad_accesses"), 1u);
+}
+
+TEST(I8254PitTest, ReportNestsThePulseTrainsOwnUnderKernelTrain) {
+  TrainRig t;
+  t.rig.program(0, dev::kPitModeRateGenerator, kOneKhz);
+  t.rig.advance(10 * pit_cycle_duration(kOneKhz));
+  mt::MapReportWriter out;
+  t.rig.pit.report(out);
+  EXPECT_EQ(out.counter("ticks_injected"), 10u);
+  EXPECT_EQ(out.counter("train_starts"), 1u);
+  // What the train wrote, as it wrote it (FakePulseTrain::report).
+  EXPECT_EQ(out.counter("kernel_train/starts"), 1u);
+  EXPECT_EQ(out.counter("kernel_train/stops"), 0u);
+  EXPECT_EQ(out.values().size(), 14u + 2u);
 }
 
 }  // namespace
