@@ -28,7 +28,7 @@
 // leaves unacknowledged (its vCPU not run by the host). The PIT finds those from the guest's
 // acknowledgement count (KVM's irqfd resampler, read on the refill's wakeup through the turn
 // hook) and redelivers them itself under the delay policy, as KVM's PIT does in its reinject
-// mode; see devices/pc/i8254/i8254_pit.h.
+// mode; see devices/pc/i8254/ack_audit.h and tick_delivery.h.
 //
 // Threads: start()/stop() from the device (a vCPU thread, under the PIT's lock); the refill on
 // the loop thread (a vm_clock timer, so it stops with the VM); suspend()/resume() on the loop
