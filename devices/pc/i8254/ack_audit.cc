@@ -27,21 +27,7 @@ std::optional<AckAudit::Resolution> AckAudit::resolve(bool train_running) noexce
   }
   ++audits_;
   last_acks_ = *acks;
-  if (!acks_seen_) {
-    // Nothing is concluded before the guest's first acknowledgement: until then it may simply
-    // not have enabled interrupts, or take the IRQ through a path that never reports one.
-    if (*acks == 0) {
-      if (sent >= kAcklessEdgesLimit) {
-        log::info("i8254: no acknowledgement of IRQ0 in {} edges; ticks go out unchecked",
-                  sent);
-        unavailable_ = true;
-        abandoned_ = true;
-        line_.stop_acknowledgements();
-      }
-      return std::nullopt;
-    }
-    acks_seen_ = true;
-  }
+  if (!acknowledged_yet(*acks, sent)) return std::nullopt;
   const std::uint64_t ours = *acks - std::min(*acks, acks_foreign_);
   const std::uint64_t resolved = ours + edges_merged_;
   if (resolved > sent) {
@@ -59,6 +45,23 @@ std::optional<AckAudit::Resolution> AckAudit::resolve(bool train_running) noexce
   const std::uint64_t merged = unresolved - 1;
   edges_merged_ += merged;
   return Resolution{1, merged};
+}
+
+bool AckAudit::acknowledged_yet(std::uint64_t acks, std::uint64_t sent) noexcept {
+  if (acks_seen_) return true;
+  if (acks != 0) {
+    acks_seen_ = true;
+    return true;
+  }
+  // Nothing is concluded before the guest's first acknowledgement: until then it may simply
+  // not have enabled interrupts, or take the IRQ through a path that never reports one.
+  if (sent >= kAcklessEdgesLimit) {
+    log::info("i8254: no acknowledgement of IRQ0 in {} edges; ticks go out unchecked", sent);
+    unavailable_ = true;
+    abandoned_ = true;
+    line_.stop_acknowledgements();
+  }
+  return false;
 }
 
 AckAudit::Doubt AckAudit::judge_doubt(bool newest_edge_may_be_pending) noexcept {

@@ -79,6 +79,9 @@ class AckAudit {
  private:
   // Edges that reached the controller: ours and the train's.
   std::uint64_t edges_sent() noexcept;
+  // Whether the guest has acknowledged anything yet, given this reading; abandons the audit
+  // when `sent` reached kAcklessEdgesLimit without.
+  bool acknowledged_yet(std::uint64_t acks, std::uint64_t sent) noexcept;
 
   IrqLine& line_;
   PulseTrain* const train_;
