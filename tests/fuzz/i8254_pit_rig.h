@@ -30,7 +30,7 @@ class I8254PitRig final : public Rig {
                                                : devices::LostTickPolicy::kDelay),
         pit_(env.vm_timers(), irq0_, policy_) {
     // The IRQ0 timer's period floor, and the owed-tick retry timer's 25 us floor
-    // (i8254_pit.cc kMinRetryDelay).
+    // (TickDelivery::kMinRetryDelay).
     env.add_timer_rate(1e9 / static_cast<double>(devices::I8254Pit::kMinIrqPeriod.count()));
     env.add_timer_rate(1e9 / 25'000.0);
   }

@@ -96,6 +96,20 @@ KernelPulseTrain::Stats KernelPulseTrain::stats() noexcept {
   return stats_;
 }
 
+void KernelPulseTrain::report(devices::ReportWriter& out) const {
+  Stats s;
+  {
+    std::lock_guard lock(mu_);
+    s = stats_;
+  }
+  out.count("delivered", s.delivered);
+  out.count("generations", s.generations);
+  out.count("refills", s.refills);
+  out.count("polls_submitted", s.polls_submitted);
+  out.count("missed", s.missed);
+  out.count("failures", s.failures);
+}
+
 void KernelPulseTrain::suspend() noexcept {
   std::lock_guard lock(mu_);
   suspended_ = true;

@@ -3,14 +3,15 @@
 // each edge itself. For a periodic timer device (the PIT in modes 2 and 3) this lets the VMM
 // hand the whole schedule to the host kernel, so that no thread of the VMM wakes per tick.
 //
-// Threads: start()/stop() from the device's thread under the device's lock; delivered() from
-// any thread. Implementations take no lock of the device's, except to call the turn hook, which
+// Threads: start()/stop() from the device's thread under the device's lock; delivered() and
+// report() from any thread. Implementations take no lock of the device's, except to call the turn hook, which
 // they do with none of their own held (so the hook may take the device's lock and call back).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 
+#include "devices/bus/report_writer.h"
 #include "timers/clock.h"
 
 namespace minivmm::devices {
@@ -35,6 +36,9 @@ class PulseTrain {
   virtual std::uint64_t delivered() noexcept = 0;
   // Set once, before the first start(); the hook must stay callable as long as the train runs.
   virtual void set_turn_hook(TurnHook hook) noexcept = 0;
+  // The train's own counters, for the run report: its device nests them under its own
+  // (I8254Pit: devices.pit.kernel_train).
+  virtual void report(ReportWriter& out) const = 0;
 };
 
 }  // namespace minivmm::devices

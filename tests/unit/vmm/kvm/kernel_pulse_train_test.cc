@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/map_report_writer.h"
 #include "timers/monotonic_clock.h"
 #include "timers/timer_list.h"
 #include "timers/vm_clock.h"
@@ -210,6 +211,26 @@ TEST(KernelPulseTrainTest, DepthFollowsTheLookahead) {
   // 100 ms period: 256 ms of lookahead is two edges, not 64 timerfds.
   ASSERT_TRUE(r.train.start(r.vm.now() + 100ms, 100ms));
   EXPECT_EQ(r.train.stats().polls_submitted, 2u);
+}
+
+TEST(KernelPulseTrainTest, ReportsItsCountersUnderTheRunReportsKeys) {
+  PulseTrainRig r;
+  ASSERT_TRUE(r.train.start(r.vm.now() + 100ms, 100ms));  // no edge before the stop
+  r.train.stop();
+  r.refuse = true;
+  EXPECT_FALSE(r.train.start(r.vm.now() + 100ms, 100ms));
+  const auto s = r.train.stats();
+  minivmm::testing::MapReportWriter out;
+  r.train.report(out);
+  // devices.pit.kernel_train in the --stats JSON, as before the devices reported themselves.
+  const std::map<std::string, minivmm::testing::MapReportWriter::Value> expected = {
+      {"delivered", s.delivered}, {"generations", s.generations},
+      {"refills", s.refills},     {"polls_submitted", s.polls_submitted},
+      {"missed", s.missed},       {"failures", s.failures}};
+  EXPECT_EQ(out.values(), expected);
+  EXPECT_EQ(out.counter("generations"), 1u);
+  EXPECT_EQ(out.counter("polls_submitted"), 2u);
+  EXPECT_EQ(out.counter("failures"), 1u);
 }
 
 TEST(KernelPulseTrainTest, ALateRefillCountsTheEdgesThatFoundNoPoll) {
