@@ -54,32 +54,7 @@ void PitAssembly::build_user_pit(const Wiring& w) {
 }
 
 void PitAssembly::report(devices::ReportWriter& out) const {
-  if (!pit_) return;
-  const auto p = pit_->stats();
-  out.count("ticks_injected", p.ticks_injected);
-  out.count("ticks_late", p.ticks_late);
-  out.count("ticks_lost", p.ticks_lost);
-  out.count("ticks_coalesced", p.ticks_coalesced);
-  out.count("ticks_owed", p.ticks_owed);
-  out.count("reprogrammings", p.reprogrammings);
-  out.count("period_clamps", p.period_clamps);
-  out.count("timer_arms", p.timer_arms);
-  out.count("train_starts", p.train_starts);
-  out.count("bad_accesses", p.bad_accesses);
-  out.count("ticks_merged", p.ticks_merged);
-  out.count("ticks_injected_by_pit", p.ticks_injected_by_pit);
-  out.count("ack_audits", p.ack_audits);
-  out.flag("acks_abandoned", p.acks_abandoned);
-  if (!train_) return;
-  const auto t = train_->stats();
-  out.object("kernel_train", [&](devices::ReportWriter& k) {
-    k.count("delivered", t.delivered);
-    k.count("generations", t.generations);
-    k.count("refills", t.refills);
-    k.count("polls_submitted", t.polls_submitted);
-    k.count("missed", t.missed);
-    k.count("failures", t.failures);
-  });
+  if (pit_) pit_->report(out);  // the pulse train's counters nest inside (kernel_train)
 }
 
 void PitAssembly::pause() noexcept {

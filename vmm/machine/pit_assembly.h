@@ -60,7 +60,7 @@ class PitAssembly final : public devices::ReportingDevice {
   void pause() noexcept;
   void resume() noexcept;
 
-  // The PIT's counters, and the host pulse train's under "kernel_train" (user PIT only).
+  // The PIT's report (its pulse train's under "kernel_train"); nothing with KVM's PIT.
   std::string_view report_key() const noexcept override { return "pit"; }
   void report(devices::ReportWriter& out) const override;
 

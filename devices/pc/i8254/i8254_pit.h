@@ -60,9 +60,7 @@ namespace minivmm::devices {
 
 class I8254Pit final : public PortIoDevice, public ReportingDevice {
  public:
-  // Attach at port 0x40, length 4.
-  static constexpr std::uint16_t kBasePort = 0x40;
-  static constexpr std::uint16_t kPortCount = 4;
+  static constexpr std::uint16_t kPortCount = 4;  // counters 0-2 and the control word
   static constexpr int kChannelCount = 3;
   // Shortest IRQ0 timer period for the periodic modes (10 kHz).
   static constexpr timers::Nanos kMinIrqPeriod{100'000};

@@ -370,7 +370,7 @@ TEST(I8042Test, SplitMappingBesidePort61SharesOneController) {
   KbcRig rig;
   minivmm::devices::IoBus bus;
   bus.attach(std::uint16_t{0x60}, 1, rig.device.data_port());
-  bus.attach(minivmm::devices::I8254SpeakerPort::kPort, 1, port61);
+  bus.attach(0x61, 1, port61);  // port B, as on the PC board
   bus.attach(std::uint16_t{0x64}, 1, rig.device.command_port());
 
   const std::uint8_t self_test = I8042::kCmdSelfTest;

@@ -39,6 +39,10 @@ constexpr std::uint8_t control_word(int channel, std::uint8_t access, int mode, 
   return static_cast<std::uint8_t>((channel << 6) | (access << 4) | (mode << 1) | (bcd ? 1 : 0));
 }
 
+// The PC's ports, where the board puts the PIT and port B (vmm/machine/pc_board.cc).
+constexpr std::uint16_t kPitPorts = 0x40;
+constexpr std::uint16_t kPortB = 0x61;
+
 // count 1193 is the classic 1 kHz divisor (1193182 / 1000).
 constexpr std::uint16_t kOneKhz = 1193;
 
@@ -48,19 +52,19 @@ struct PitRig {
       : irq0(model_controller), pit(list, irq0, policy, train) {}
 
   void out(std::uint16_t port, std::uint8_t value) {
-    if (port == I8254SpeakerPort::kPort) {
+    if (port == kPortB) {
       port61.write(0, std::span<const std::uint8_t>(&value, 1));
     } else {
-      pit.write(static_cast<std::uint16_t>(port - I8254Pit::kBasePort),
+      pit.write(static_cast<std::uint16_t>(port - kPitPorts),
                 std::span<const std::uint8_t>(&value, 1));
     }
   }
   std::uint8_t in(std::uint16_t port) {
     std::uint8_t value = 0;
-    if (port == I8254SpeakerPort::kPort) {
+    if (port == kPortB) {
       port61.read(0, std::span<std::uint8_t>(&value, 1));
     } else {
-      pit.read(static_cast<std::uint16_t>(port - I8254Pit::kBasePort),
+      pit.read(static_cast<std::uint16_t>(port - kPitPorts),
                std::span<std::uint8_t>(&value, 1));
     }
     return value;
