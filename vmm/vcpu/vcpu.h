@@ -116,9 +116,6 @@ class Vcpu {
   static int kick_signal() noexcept;
 
  private:
-  void set_cpuid(const std::vector<kvm_cpuid_entry2>& cpuid);
-  void set_msrs_and_fpu();
-  void set_lint(bool extint_on_lint0);
   void thread_main();
   bool run_loop();  // false: a host failure was reported
   void set_kvm_signal_mask();
