@@ -17,6 +17,7 @@
 #include "timers/syscall_counters.h"
 #include "vmm/host/cpu_affinity.h"
 #include "vmm/kvm/kvm.h"
+#include "vmm/vcpu/vcpu_crash_report.h"
 #include "vmm/vcpu/x86_vcpu_setup.h"
 #include "vmm/vmm_error.h"
 
@@ -219,7 +220,7 @@ bool Vcpu::run_loop() {
       continue;
     }
     if (r < 0) {
-      report_failure(std::string("KVM_RUN failed: ") + std::strerror(errno));
+      report_crash(std::string("KVM_RUN failed: ") + std::strerror(errno));
       on_stop_(ExitCode::kHostFailure, "KVM_RUN failed");
       return true;
     }
@@ -277,7 +278,7 @@ bool Vcpu::handle_exit() {
       return false;
     case KVM_EXIT_SHUTDOWN:
       count(VcpuExit::kShutdown);
-      report_failure("guest triple fault (KVM_EXIT_SHUTDOWN)");
+      report_crash("guest triple fault (KVM_EXIT_SHUTDOWN)");
       on_stop_(ExitCode::kTripleFault, "guest triple fault");
       return false;
     case KVM_EXIT_INTERNAL_ERROR: {
@@ -287,7 +288,7 @@ bool Vcpu::handle_exit() {
       if (run_->internal.suberror == KVM_INTERNAL_ERROR_EMULATION) {
         what += " (emulation failure: this host's KVM cannot emulate the instruction)";
       }
-      report_failure(what);
+      report_crash(what);
       on_stop_(ExitCode::kGuestUnsupported, what);
       return false;
     }
@@ -295,7 +296,7 @@ bool Vcpu::handle_exit() {
       count(VcpuExit::kFailEntry);
       const std::string what = fmt::format("KVM entry failed, hardware reason {:#x}",
                                            run_->fail_entry.hardware_entry_failure_reason);
-      report_failure(what);
+      report_crash(what);
       on_stop_(ExitCode::kGuestUnsupported, what);
       return false;
     }
@@ -309,49 +310,15 @@ bool Vcpu::handle_exit() {
       return false;
     default:
       count(VcpuExit::kOther);
-      report_failure("unexpected KVM exit reason " + std::to_string(run_->exit_reason));
+      report_crash("unexpected KVM exit reason " + std::to_string(run_->exit_reason));
       on_stop_(ExitCode::kGuestUnsupported,
                "unexpected KVM exit reason " + std::to_string(run_->exit_reason));
       return false;
   }
 }
 
-void Vcpu::report_failure(const std::string& what) {
-  log::error("vcpu{}: {}", index_, what);
-  if (run_->exit_reason == KVM_EXIT_INTERNAL_ERROR) {
-    std::string data;
-    for (__u32 i = 0; i < run_->internal.ndata && i < 16; ++i) {
-      data += fmt::format(" {:#x}", run_->internal.data[i]);
-    }
-    log::error("vcpu{}: suberror {} data [{} ]", index_, run_->internal.suberror, data);
-  }
-  kvm_regs r{};
-  kvm_sregs s{};
-  if (::ioctl(fd_.get(), KVM_GET_REGS, &r) < 0 || ::ioctl(fd_.get(), KVM_GET_SREGS, &s) < 0) {
-    log::error("vcpu{}: registers unavailable: {}", index_, std::strerror(errno));
-    return;
-  }
-  log::error("vcpu{}: rip={:#018x} rflags={:#x} cs={:#x} (base {:#x}, l={} db={})", index_,
-             r.rip, r.rflags, s.cs.selector, s.cs.base, s.cs.l, s.cs.db);
-  log::error("vcpu{}: rax={:#x} rbx={:#x} rcx={:#x} rdx={:#x} rsi={:#x} rdi={:#x}", index_,
-             r.rax, r.rbx, r.rcx, r.rdx, r.rsi, r.rdi);
-  log::error("vcpu{}: rsp={:#x} rbp={:#x} r8={:#x} r9={:#x} r10={:#x} r11={:#x}", index_,
-             r.rsp, r.rbp, r.r8, r.r9, r.r10, r.r11);
-  log::error("vcpu{}: r12={:#x} r13={:#x} r14={:#x} r15={:#x}", index_, r.r12, r.r13,
-             r.r14, r.r15);
-  log::error("vcpu{}: cr0={:#x} cr2={:#x} cr3={:#x} cr4={:#x} efer={:#x}", index_, s.cr0,
-             s.cr2, s.cr3, s.cr4, s.efer);
-  kvm_translation tr{};
-  tr.linear_address = s.cs.base + r.rip;
-  const devices::GuestMemory mem = vm_.memory();
-  if (::ioctl(fd_.get(), KVM_TRANSLATE, &tr) == 0 && tr.valid &&
-      mem.contains(tr.physical_address, 16)) {
-    std::string bytes;
-    for (std::byte b : mem.slice(tr.physical_address, 16)) {
-      bytes += fmt::format(" {:02x}", static_cast<unsigned>(b));
-    }
-    log::error("vcpu{}: instruction bytes at {:#x}:{}", index_, tr.physical_address, bytes);
-  }
+void Vcpu::report_crash(const std::string& what) {
+  log_crash_report(fd_.get(), index_, *run_, vm_.memory(), what);
 }
 
 }  // namespace minivmm::vmm

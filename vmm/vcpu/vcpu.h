@@ -122,7 +122,7 @@ class Vcpu {
   bool handle_exit();  // false: stop running
   void handle_io();
   void handle_mmio();
-  void report_failure(const std::string& what);
+  void report_crash(const std::string& what);
   void kick() noexcept;
   void count(VcpuExit e) noexcept {
     exits_[static_cast<std::size_t>(e)].fetch_add(1, std::memory_order_relaxed);
