@@ -1,7 +1,5 @@
 #include "vmm/vcpu/vcpu.h"
 
-#include <algorithm>
-
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -10,8 +8,6 @@
 #include <cstddef>
 #include <cstring>
 #include <system_error>
-
-#include <fmt/core.h>
 
 #include "devices/log/log.h"
 #include "timers/syscall_counters.h"
@@ -40,22 +36,6 @@ void install_kick_handler() {
 
 // A real-time signal whose only job is to make KVM_RUN return EINTR; the handler does nothing.
 int Vcpu::kick_signal() noexcept { return SIGRTMIN + 4; }
-
-std::string_view vcpu_exit_name(VcpuExit e) noexcept {
-  switch (e) {
-    case VcpuExit::kIo: return "io";
-    case VcpuExit::kMmio: return "mmio";
-    case VcpuExit::kHlt: return "hlt";
-    case VcpuExit::kShutdown: return "shutdown";
-    case VcpuExit::kInternalError: return "internal_error";
-    case VcpuExit::kFailEntry: return "fail_entry";
-    case VcpuExit::kSystemEvent: return "system_event";
-    case VcpuExit::kInterrupted: return "interrupted";
-    case VcpuExit::kOther: return "other";
-    case VcpuExit::kCount: break;
-  }
-  return "?";
-}
 
 Vcpu::Vcpu(const Vm& vm, int index, devices::IoBus& io, StopCallback on_stop)
     : vm_(vm), index_(index), io_(io), on_stop_(std::move(on_stop)) {
@@ -229,92 +209,21 @@ bool Vcpu::run_loop() {
   return true;
 }
 
-void Vcpu::handle_io() {
-  auto* base = reinterpret_cast<std::uint8_t*>(run_) + run_->io.data_offset;
-  const std::size_t size = run_->io.size;
-  // A string instruction (rep ins/outs) arrives as `count` back-to-back accesses. Stay inside
-  // the kvm_run page whatever the values say.
-  const std::size_t limit = run_size_ - run_->io.data_offset;
-  for (std::uint32_t i = 0; i < run_->io.count && (i + 1) * size <= limit; ++i) {
-    std::span<std::uint8_t> data(base + i * size, size);
-    if (run_->io.direction == KVM_EXIT_IO_OUT) {
-      io_.write(run_->io.port, data);
-    } else {
-      io_.read(run_->io.port, data);
-    }
-  }
-}
-
-void Vcpu::handle_mmio() {
-  // The LAPIC and IOAPIC are in-kernel; what exits here is the virtio-mmio window or nothing,
-  // and nothing behaves like an unclaimed bus: reads float high, writes vanish. KVM's len is at
-  // most 8 (the size of data); clamp anyway rather than trust it.
-  const std::size_t len = std::min<std::size_t>(run_->mmio.len, sizeof run_->mmio.data);
-  std::span<std::uint8_t> data(run_->mmio.data, len);
-  bool mapped = false;
-  if (mmio_ != nullptr) {
-    mapped = run_->mmio.is_write ? mmio_->write(run_->mmio.phys_addr, data)
-                                 : mmio_->read(run_->mmio.phys_addr, data);
-  } else if (!run_->mmio.is_write) {
-    std::memset(run_->mmio.data, 0xff, sizeof run_->mmio.data);
-  }
-  if (!mapped) unmapped_mmio_.fetch_add(1, std::memory_order_relaxed);
-}
-
 bool Vcpu::handle_exit() {
-  switch (run_->exit_reason) {
-    case KVM_EXIT_IO:
-      count(VcpuExit::kIo);
-      handle_io();
-      return true;
-    case KVM_EXIT_MMIO:
-      count(VcpuExit::kMmio);
-      handle_mmio();
-      return true;
-    case KVM_EXIT_HLT:
-      // Only without an in-kernel LAPIC; ours has one, so a halt here means "forever".
-      count(VcpuExit::kHlt);
-      on_stop_(ExitCode::kGuestUnsupported, "guest halted with no way to wake up");
-      return false;
-    case KVM_EXIT_SHUTDOWN:
-      count(VcpuExit::kShutdown);
-      report_crash("guest triple fault (KVM_EXIT_SHUTDOWN)");
-      on_stop_(ExitCode::kTripleFault, "guest triple fault");
-      return false;
-    case KVM_EXIT_INTERNAL_ERROR: {
-      count(VcpuExit::kInternalError);
-      std::string what = "KVM internal error, suberror " +
-                         std::to_string(run_->internal.suberror);
-      if (run_->internal.suberror == KVM_INTERNAL_ERROR_EMULATION) {
-        what += " (emulation failure: this host's KVM cannot emulate the instruction)";
-      }
-      report_crash(what);
-      on_stop_(ExitCode::kGuestUnsupported, what);
-      return false;
-    }
-    case KVM_EXIT_FAIL_ENTRY: {
-      count(VcpuExit::kFailEntry);
-      const std::string what = fmt::format("KVM entry failed, hardware reason {:#x}",
-                                           run_->fail_entry.hardware_entry_failure_reason);
-      report_crash(what);
-      on_stop_(ExitCode::kGuestUnsupported, what);
-      return false;
-    }
-    case KVM_EXIT_SYSTEM_EVENT:
-      count(VcpuExit::kSystemEvent);
-      if (run_->system_event.type == KVM_SYSTEM_EVENT_RESET) {
-        on_stop_(ExitCode::kOk, "guest reset");
-      } else {
-        on_stop_(ExitCode::kOk, "guest system event " + std::to_string(run_->system_event.type));
-      }
-      return false;
-    default:
-      count(VcpuExit::kOther);
-      report_crash("unexpected KVM exit reason " + std::to_string(run_->exit_reason));
-      on_stop_(ExitCode::kGuestUnsupported,
-               "unexpected KVM exit reason " + std::to_string(run_->exit_reason));
-      return false;
+  const VcpuExit exit = classify_exit(run_->exit_reason);
+  count(exit);
+  if (exit == VcpuExit::kIo) {
+    handle_io_exit(*run_, run_size_, io_);
+    return true;
   }
+  if (exit == VcpuExit::kMmio) {
+    if (!handle_mmio_exit(*run_, mmio_)) unmapped_mmio_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  const VcpuStop stop = stop_for_exit(*run_);
+  if (stop.crash_headline) report_crash(*stop.crash_headline);
+  on_stop_(stop.code, stop.why);
+  return false;
 }
 
 void Vcpu::report_crash(const std::string& what) {

@@ -30,27 +30,13 @@
 #include "timers/thread_timers.h"
 #include "vmm/exit_code.h"
 #include "vmm/vcpu/thread_usage.h"
+#include "vmm/vcpu/vcpu_exits.h"
 #include "vmm/kvm/unique_fd.h"
 #include "vmm/vcpu/vcpu_run_gate.h"
 #include "vmm/kvm/vm.h"
 #include "vmm/vcpu/x86_boot_state.h"
 
 namespace minivmm::vmm {
-
-enum class VcpuExit : std::size_t {
-  kIo,
-  kMmio,
-  kHlt,
-  kShutdown,
-  kInternalError,
-  kFailEntry,
-  kSystemEvent,
-  kInterrupted,  // KVM_RUN returned EINTR/EAGAIN (a kick, a signal)
-  kOther,
-  kCount,
-};
-
-std::string_view vcpu_exit_name(VcpuExit e) noexcept;
 
 struct VcpuStats {
   std::array<std::uint64_t, static_cast<std::size_t>(VcpuExit::kCount)> exits{};
@@ -120,8 +106,6 @@ class Vcpu {
   bool run_loop();  // false: a host failure was reported
   void set_kvm_signal_mask();
   bool handle_exit();  // false: stop running
-  void handle_io();
-  void handle_mmio();
   void report_crash(const std::string& what);
   void kick() noexcept;
   void count(VcpuExit e) noexcept {
