@@ -1,3 +1,6 @@
+// The vCPU thread (vcpu.h): start, kick, the KVM_RUN loop with its pause and stop checks, and the
+// stats. Register set-up, exit handling and the crash report are called from here and live in
+// x86_vcpu_setup.cc, vcpu_exits.cc and vcpu_crash_report.cc.
 #include "vmm/vcpu/vcpu.h"
 
 #include <signal.h>
@@ -99,20 +102,35 @@ VcpuStats Vcpu::stats() const noexcept {
 }
 
 void Vcpu::thread_main() {
+  // Named so that top -H, perf --per-thread and /proc tell the vCPUs from the loop.
+  const std::string name = "vcpu" + std::to_string(index_);
+  register_thread(name);
+  prepare_to_run(name);
+  gate_.started();
+  if (!gate_.stop_requested() && !run_loop()) {
+    log::error("vcpu{}: its timers failed: {}", index_, std::strerror(errno));
+    on_stop_(ExitCode::kHostFailure, "vCPU timers failed");
+  }
+  if (timers_) timers_->suspend();
+  unregister_thread();
+  gate_.finished();
+}
+
+void Vcpu::register_thread(const std::string& name) {
   {
     std::lock_guard lock(kick_mu_);
     pthread_ = pthread_self();
   }
   tid_.store(::gettid(), std::memory_order_release);
   timers::set_thread_syscalls(timers::vcpu_syscalls());
-  // Named so that top -H, perf --per-thread and /proc tell the vCPUs from the loop.
-  const std::string name = "vcpu" + std::to_string(index_);
   pthread_setname_np(pthread_self(), name.c_str());
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, kick_signal());
   pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+}
 
+void Vcpu::prepare_to_run(const std::string& name) {
   try {
     pin_thread(pthread_self(), cpus_, name);
   } catch (const std::exception& e) {
@@ -136,22 +154,16 @@ void Vcpu::thread_main() {
     on_stop_(ExitCode::kHostFailure, "vCPU thread could not be sandboxed");
     gate_.request_stop();
   }
-  gate_.started();
-  if (!gate_.stop_requested() && !run_loop()) {
-    log::error("vcpu{}: its timers failed: {}", index_, std::strerror(errno));
-    on_stop_(ExitCode::kHostFailure, "vCPU timers failed");
-  }
-  if (timers_) timers_->suspend();
+}
+
+void Vcpu::unregister_thread() {
   {
     std::lock_guard lock(ctx_mu_);
     final_ctx_ = this_thread_context_switches();
     tid_.store(0, std::memory_order_release);
   }
-  {
-    std::lock_guard lock(kick_mu_);
-    pthread_.reset();
-  }
-  gate_.finished();
+  std::lock_guard lock(kick_mu_);
+  pthread_.reset();
 }
 
 void Vcpu::set_kvm_signal_mask() {

@@ -2,6 +2,11 @@
 // vcpu.rs): Running -> Paused -> Running ... -> Finished. Port I/O exits go to the IoBus; the
 // in-kernel irqchip handles HLT and interrupt delivery, so an idle guest never exits to us.
 //
+// This file keeps the thread, the kick and the KVM_RUN loop with its pause and stop checks (the
+// protocol itself is vcpu_run_gate.h). The rest lives beside it, as functions on the vCPU fd or
+// its kvm_run: x86_vcpu_setup.h (CPUID, registers, MSRs, FPU, LAPIC LINTs, wait-for-SIPI),
+// vcpu_exits.h (what each exit does) and vcpu_crash_report.h (the log lines of a fault).
+//
 // Threads: configure()/host_timers() before start() on the main thread; start/pause/resume/stop/
 // join from the main (loop) thread; interrupt()/stats() from any thread. The vCPU thread itself
 // calls only the IoBus, its hosted timers and the `on_stop` callback.
@@ -103,6 +108,13 @@ class Vcpu {
 
  private:
   void thread_main();
+  // The thread's first steps: its handle for kick(), its name, the kick signal unblocked.
+  void register_thread(const std::string& name);
+  // What must hold before the first KVM_RUN: pinned, hosted timers attached, the steady-state
+  // hook run. A failure is reported through on_stop_ and leaves a stop requested.
+  void prepare_to_run(const std::string& name);
+  // The thread's last steps before gate_.finished(): its final figures, its handle cleared.
+  void unregister_thread();
   bool run_loop();  // false: a host failure was reported
   void set_kvm_signal_mask();
   bool handle_exit();  // false: stop running
