@@ -1,6 +1,6 @@
 /*
- * Constants shared by boot.S and kernel.c. Plain #defines only: this header is
- * included by the assembler too.
+ * Constants shared by boot.S and the C files. Plain #defines only: this header
+ * is included by the assembler too.
  */
 #ifndef MINIVMM_GUEST_LAYOUT_H
 #define MINIVMM_GUEST_LAYOUT_H

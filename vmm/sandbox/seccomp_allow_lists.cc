@@ -118,7 +118,7 @@ SyscallAllowList loop_allow_list(const SeccompFacts& facts) {
 SyscallAllowList vcpu_allow_list(const SeccompFacts& facts, int vcpu_fd) {
   SyscallAllowList l = common_list(facts);
   l.allow_ioctl(vcpu_fd, KVM_RUN);
-  // Vcpu::report_failure, before a triple fault or an emulation failure ends the run.
+  // log_crash_report (vcpu/vcpu_crash_report.h), before a triple fault or an emulation failure ends the run.
   l.allow_ioctl(vcpu_fd, KVM_GET_REGS);
   l.allow_ioctl(vcpu_fd, KVM_GET_SREGS);
   l.allow_ioctl(vcpu_fd, KVM_TRANSLATE);
