@@ -38,7 +38,7 @@ class FakePulseTrain final : public devices::PulseTrain {
     out.count("stops", static_cast<std::uint64_t>(stops));
   }
   // Pulses `line` once for every edge delivered since the last call: the edges reaching the
-  // interrupt controller (KVM's irqfd), for tests that model it. Then, like KernelPulseTrain's
+  // interrupt controller (KVM's irqfd), for tests that model it. Then, like HostKernelPulseTrain's
   // refill, calls the turn hook every `turn_every` periods.
   void pulse_new_edges(devices::IrqLine& line) {
     const std::uint64_t now = delivered();
@@ -54,7 +54,7 @@ class FakePulseTrain final : public devices::PulseTrain {
   bool accept = true;
   std::vector<Start> starts;
   int stops = 0;
-  std::int64_t turn_every = 32;  // KernelPulseTrain at 1 kHz: depth 64, a refill every 32
+  std::int64_t turn_every = 32;  // HostKernelPulseTrain at 1 kHz: depth 64, a refill every 32
   int turns = 0;
 
  private:

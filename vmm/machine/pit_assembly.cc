@@ -35,11 +35,11 @@ void PitAssembly::build_user_pit(const Wiring& w) {
     pit_timers = vcpu_pit_timers_.get();
   }
   if (c.pit_tick == PitTick::kHostKernel) {
-    KernelPulseTrain::Binding binding;
+    HostKernelPulseTrain::Binding binding;
     binding.attach = [&vm = w.vm, gsi = w.gsi](int fd) { vm.add_irqfd(fd, gsi); };
     binding.detach = [&vm = w.vm, gsi = w.gsi](int fd) { vm.remove_irqfd(fd, gsi); };
     binding.failed = w.on_failure;
-    train_ = std::make_unique<KernelPulseTrain>(w.loop.loop_vm_timers, std::move(binding));
+    train_ = std::make_unique<HostKernelPulseTrain>(w.loop.loop_vm_timers, std::move(binding));
   }
   pit_ = std::make_unique<devices::I8254Pit>(*pit_timers, *irq0_, c.lost_ticks, train_.get());
   speaker_ = std::make_unique<devices::I8254SpeakerPort>(*pit_);

@@ -4,7 +4,7 @@
 //  - vcpu: a timer list of the PIT's own, run by vCPU 0 between KVM_RUNs (ThreadTimers, a
 //    POSIX timer whose signal interrupts KVM_RUN); the vCPU raises IRQ0.
 //  - kernel: periodic programs become a pulse train of host-kernel timers that signal an
-//    irqfd (KernelPulseTrain): no thread of ours wakes per tick.
+//    irqfd (HostKernelPulseTrain): no thread of ours wakes per tick.
 // IRQ0 counts the guest's acknowledgements (a resample eventfd) so the PIT finds ticks that
 // merged while a busy host did not run the vCPU (devices/pc/i8254/i8254_pit.h).
 //
@@ -20,7 +20,7 @@
 #include "devices/pc/i8254/i8254_speaker_port.h"
 #include "timers/thread_timers.h"
 #include "timers/timer_list.h"
-#include "vmm/kvm/kernel_pulse_train.h"
+#include "vmm/kvm/host_kernel_pulse_train.h"
 #include "vmm/kvm/kvm_irq_line.h"
 #include "vmm/kvm/vm.h"
 #include "vmm/machine/config.h"
@@ -51,7 +51,7 @@ class PitAssembly final : public devices::ReportingDevice {
   devices::I8254Pit* pit() const noexcept { return pit_.get(); }
   devices::I8254SpeakerPort* speaker() const noexcept { return speaker_.get(); }
   KvmIrqLine* irq0() const noexcept { return irq0_.get(); }
-  KernelPulseTrain* train() const noexcept { return train_.get(); }
+  HostKernelPulseTrain* train() const noexcept { return train_.get(); }
   // --pit-tick vcpu: what runs the PIT's timer list on vCPU 0 (a Dynticks of that thread's).
   timers::ThreadTimers* vcpu_dynticks() const noexcept { return vcpu_dynticks_.get(); }
 
@@ -71,7 +71,7 @@ class PitAssembly final : public devices::ReportingDevice {
   // --pit-tick vcpu: the PIT's vm_clock timers, run by vCPU 0 (not the loop).
   std::unique_ptr<timers::TimerList> vcpu_pit_timers_;
   std::unique_ptr<timers::ThreadTimers> vcpu_dynticks_;
-  std::unique_ptr<KernelPulseTrain> train_;  // --pit-tick kernel; outlives pit_
+  std::unique_ptr<HostKernelPulseTrain> train_;  // --pit-tick kernel; outlives pit_
   std::unique_ptr<devices::I8254Pit> pit_;
   std::unique_ptr<devices::I8254SpeakerPort> speaker_;
 };

@@ -57,7 +57,7 @@ void allow_irq_line(SyscallAllowList& l, const SeccompFacts& facts) {
   l.allow_ioctl(facts.vm_fd, KVM_IRQ_LINE_STATUS);
 }
 
-// --pit-tick kernel: KernelPulseTrain opens a generation (eventfd, irqfd, timerfds armed on
+// --pit-tick kernel: HostKernelPulseTrain opens a generation (eventfd, irqfd, timerfds armed on
 // the grid, AIO polls) when the guest programs the PIT (vCPU) or on resume (loop), refills on
 // the loop, and closes one on reprogramming, pause and teardown.
 void allow_pulse_train(SyscallAllowList& l, const SeccompFacts& facts) {

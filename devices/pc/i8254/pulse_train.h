@@ -18,7 +18,7 @@ namespace minivmm::devices {
 
 class PulseTrain {
  public:
-  // Called each time the train's own thread wakes to keep it going (KernelPulseTrain's refill,
+  // Called each time the train's own thread wakes to keep it going (HostKernelPulseTrain's refill,
   // every few dozen periods), with the time of that wakeup. A device that must look at its line
   // now and then (the PIT's acknowledgement audit) rides on it instead of a timer of its own:
   // one wakeup, not two.

@@ -109,7 +109,7 @@ TEST(AckAuditTest, ATrainsEdgesCountAsSent) {
   expect_resolution(rig.audit.resolve(true), 1, 3);
 }
 
-// A train whose edge is on the line before the train counts it (KernelPulseTrain counts an edge
+// A train whose edge is on the line before the train counts it (HostKernelPulseTrain counts an edge
 // when it reaps the poll's completion): it shows up in delivered() between the audit's count of
 // the edges sent and its reading of the acknowledgements, by which time the guest took it.
 class RacingTrain final : public minivmm::devices::PulseTrain {

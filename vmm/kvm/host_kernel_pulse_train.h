@@ -50,7 +50,7 @@
 
 namespace minivmm::vmm {
 
-class KernelPulseTrain final : public devices::PulseTrain {
+class HostKernelPulseTrain final : public devices::PulseTrain {
  public:
   // How a generation's eventfd reaches the interrupt line (KVM irqfd assign / deassign).
   // attach() may throw; detach() must not fail. failed() is told when a refill or a resume
@@ -73,11 +73,11 @@ class KernelPulseTrain final : public devices::PulseTrain {
   // `vm_timers` is the loop's vm_clock list (its clock gives the edges' times). At most
   // `max_depth` slots (timerfds); fewer when a round would last longer than kLookahead.
   // `aio_reads` false forces the read(2) clearing that kernels before 6.10 need (for tests).
-  KernelPulseTrain(timers::TimerList& vm_timers, Binding binding, std::size_t max_depth = 64,
+  HostKernelPulseTrain(timers::TimerList& vm_timers, Binding binding, std::size_t max_depth = 64,
                    bool aio_reads = true);
-  ~KernelPulseTrain() override;
-  KernelPulseTrain(const KernelPulseTrain&) = delete;
-  KernelPulseTrain& operator=(const KernelPulseTrain&) = delete;
+  ~HostKernelPulseTrain() override;
+  HostKernelPulseTrain(const HostKernelPulseTrain&) = delete;
+  HostKernelPulseTrain& operator=(const HostKernelPulseTrain&) = delete;
 
   bool start(timers::Nanos first, timers::Nanos period) noexcept override;
   void stop() noexcept override;
