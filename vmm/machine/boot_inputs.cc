@@ -2,6 +2,7 @@
 
 #include "vmm/boot/guest_kernel_loader.h"
 #include "vmm/host/mapped_file.h"
+#include "vmm/machine/pc_board.h"
 #include "vmm/machine/virtio_mmio_devices.h"
 #include "vmm/vmm_error.h"
 
@@ -25,7 +26,7 @@ LoadedKernel load_kernel_and_initrd(const Config& config, const GuestRamMapping&
   LoadedKernel k;
   try {
     k = load_guest_kernel(ram.memory(), kernel.bytes(), cmdline, initrd.bytes(), config.cpus,
-                    config.kernel_path);
+                          config.kernel_path, board_port_of("pvpanic"));
   } catch (const VmmError& e) {
     if (e.code() != ExitCode::kUsage || cmdline.size() == config.cmdline.size() ||
         std::string(e.what()).rfind("--cmdline", 0) != 0) {

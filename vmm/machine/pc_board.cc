@@ -119,6 +119,13 @@ const std::vector<BoardSlot>& board_slots() {
   return slots;
 }
 
+std::optional<std::uint16_t> board_port_of(std::string_view name) {
+  for (const BoardSlot& s : board_slots()) {
+    if (s.name == name && !s.ports.empty()) return s.ports[0].base;
+  }
+  return std::nullopt;
+}
+
 devices::IrqLine& BoardContext::irq(std::uint32_t gsi, IrqInject inject) {
   return board.line(gsi, inject);
 }

@@ -86,6 +86,9 @@ struct BoardSlot {
 
 // The board's table, in mounting order.
 const std::vector<BoardSlot>& board_slots();
+// The first port of the slot named `name` (the firmware tables describe some devices by their
+// port), or nullopt without one.
+std::optional<std::uint16_t> board_port_of(std::string_view name);
 
 class PcBoard {
  public:
