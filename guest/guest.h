@@ -75,6 +75,14 @@ void start_pit_via_ioapic(uint32_t hz);
 void start_lapic(uint32_t hz);
 void start_rtc(uint32_t hz);
 
+/* ----------------------------------------------------------- timing.c --- */
+
+/* stamps: 1 if kvmclock is there to stamp ticks with (then call stamps_tick
+ * for every wakeup and stamps_report at the end). */
+int stamps_start(uint32_t hz);
+void stamps_tick(uint64_t new_ticks);
+void stamps_report(void);
+
 /* ----------------------------------------------------------- virtio.c --- */
 
 extern int vcon_active;   /* console=virtio is up: output goes there */

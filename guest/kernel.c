@@ -31,6 +31,9 @@ struct config {
     int virtio_console;
     int pit_via_ioapic;             /* irq=ioapic: IRQ0 through the I/O APIC, PICs masked */
     uint64_t blk_request_sectors;   /* blkreq=N: sectors per read request of blk=check */
+    int stamps;                     /* stamps: time every tick (kvmclock), report at the end */
+    int busy;                       /* busy: spin between ticks instead of halting */
+    int panic;                      /* panic: say so through pvpanic after the banner */
 };
 
 /* Blanks and control characters separate words, as isspace() does for
@@ -135,6 +138,12 @@ static void parse_cmdline(const char *p, struct config *cfg)
             cfg->virtio_console = 1;
         } else if (word_is(word, "irq=ioapic")) {
             cfg->pit_via_ioapic = 1;
+        } else if (word_is(word, "stamps")) {
+            cfg->stamps = 1;
+        } else if (word_is(word, "busy")) {
+            cfg->busy = 1;
+        } else if (word_is(word, "panic")) {
+            cfg->panic = 1;
         } else if ((v = after_key(word, "blkreq="))) {
             if (!parse_number(v, BLK_CHUNK / 512, &n) || n == 0)
                 reject(word, "blkreq must be a number of sectors in 1..2048");
@@ -169,12 +178,22 @@ static void check_config(const struct config *cfg)
 
 /* ---------------------------------------------------------------- main --- */
 
+static noreturn void guest_panic(void);
+
 /* Sleep until tick_count >= target. cli, because a tick between the test
  * and the hlt would otherwise sleep a full extra period; sti;hlt does not
  * open that window, as sti enables interrupts only after the next
- * instruction (SDM vol. 2B, STI). ~7 instructions per tick. */
-static void wait_for_tick(uint64_t target)
+ * instruction (SDM vol. 2B, STI). ~7 instructions per tick. With `busy`
+ * the vCPU never halts: it computes (spins) between ticks, as a guest with
+ * work to do keeps a host CPU busy. */
+static void wait_for_tick(uint64_t target, int busy)
 {
+    if (busy) {
+        __asm__ volatile("sti" ::: "memory");
+        while (tick_count < target)
+            __asm__ volatile("pause" ::: "memory");
+        return;
+    }
     for (;;) {
         __asm__ volatile("cli" ::: "memory");
         if (tick_count >= target)
@@ -200,7 +219,7 @@ static void start_timer(const struct config *cfg)
 
 noreturn void kmain(const uint8_t *boot_params)
 {
-    struct config cfg = {TIMER_PIT, 250, 0, 0, 0, 0, 0, 0, 0, BLK_CHUNK / 512};
+    struct config cfg = {TIMER_PIT, 250, 0, 0, 0, 0, 0, 0, 0, BLK_CHUNK / 512, 0, 0, 0};
     uint32_t cmdline = *(const volatile uint32_t *)(boot_params + BP_CMD_LINE_PTR);
 
     serial_init();
@@ -237,31 +256,57 @@ noreturn void kmain(const uint8_t *boot_params)
      * breakpoint exception is reported like any other (exit value 0x7f). */
     if (cfg.unemulatable)
         __asm__ volatile("int3");
+    if (cfg.panic)
+        guest_panic();
 
     start_timer(&cfg);
+    int stamping = cfg.stamps && stamps_start(cfg.hz);
+    if (cfg.stamps && !stamping)
+        puts("stamps: unavailable (no kvmclock)\n");
 
     /* One line per second of ticks (every hz-th tick), then "done N" at
      * tick N. Targets, not the counter, are printed, so the output does
-     * not depend on how late a wakeup is. */
+     * not depend on how late a wakeup is. Stamping wakes for every tick. */
     uint64_t next_report = cfg.hz;
+    uint64_t seen = 0;
     for (;;) {
-        uint64_t target = next_report;
-        if (cfg.ticks && cfg.ticks < target)
-            target = cfg.ticks;
-        wait_for_tick(target);
-        if (target == next_report) {
+        uint64_t goal = next_report;
+        if (cfg.ticks && cfg.ticks < goal)
+            goal = cfg.ticks;
+        wait_for_tick(stamping ? seen + 1 : goal, cfg.busy);
+        if (stamping) {
+            uint64_t now = tick_count;
+            stamps_tick(now - seen);
+            seen = now;
+            if (now < goal)
+                continue;
+        }
+        if (goal == next_report) {
             puts("tick ");
             put_dec(next_report);
             puts("\n");
             next_report += cfg.hz;
         }
-        if (target == cfg.ticks) {
+        if (goal == cfg.ticks) {
+            if (stamping)
+                stamps_report();
             puts("done ");
             put_dec(cfg.ticks);
             puts("\n");
             debug_exit(EXIT_OK);
         }
     }
+}
+
+/* A kernel panic, the way Linux reports one to a VMM: write "panicked" to
+ * QEMU's pvpanic port. A VMM with the device ends the run there; without
+ * one the write goes nowhere, and the guest says so and exits. */
+static noreturn void guest_panic(void)
+{
+    puts("minivmm-guest: panic\n");
+    outb(PVPANIC_PORT, PVPANIC_PANICKED);
+    puts("minivmm-guest: nothing took the pvpanic write\n");
+    debug_exit(EXIT_PANIC_UNHEARD);
 }
 
 noreturn void exception_report(uint64_t vector, uint64_t error_code, uint64_t rip)

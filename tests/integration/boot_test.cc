@@ -219,6 +219,21 @@ TEST(BootFailureTest, GuestExceptionEndsWithItsDebugExitStatus) {
   EXPECT_NE(r.out.find("exception 6"), std::string::npos) << r.out;
 }
 
+// A guest kernel's panic through pvpanic (port 0x505) ends the run at once with exit code 16,
+// said in the report, instead of running on to a timeout (issue 22).
+TEST(BootFailureTest, AGuestPanicThroughPvpanicEndsTheRunWithItsOwnCode) {
+  SKIP_WITHOUT_KVM();
+  const RunResult r = run_minivmm({"run", "--kernel", guest_image(), "--cmdline", "panic",
+                                   "--duration", "30", "--no-console-input"});
+  EXPECT_EQ(r.term_signal, 0);
+  EXPECT_EQ(r.exit_code, 16) << r.err;
+  EXPECT_NE(r.out.find("minivmm-guest: panic"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("nothing took the pvpanic write"), std::string::npos) << r.out;
+  ASSERT_TRUE(r.stats.has_value()) << r.err;
+  EXPECT_EQ((*r.stats)["exit"]["reason"], "guest panicked (pvpanic)");
+  EXPECT_EQ((*r.stats)["devices"]["pvpanic"]["panics"], 1);
+}
+
 TEST(BootFailureTest, InstructionKvmCannotRunGivesACleanReport) {
   SKIP_WITHOUT_KVM();
   const RunResult r =
