@@ -174,7 +174,8 @@ void VirtioNet::transmit_turn() noexcept {
     } else {
       ++stats_.tx_dropped_backend;
     }
-    // Returned only now: a driver that reuses the buffer cannot change what was sent.
+    // Returned only once the back-end took (or dropped) the frame: while it blocks, this chain
+    // and those behind it stay unreturned, the guest's queue fills and its driver stops sending.
     complete_locked(kTransmitQueue, head, 0, generation);
   }
   if (transmitted) backend_.transmit_done();
