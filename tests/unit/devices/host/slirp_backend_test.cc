@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -84,10 +85,19 @@ class SlirpBackendTest : public ::testing::Test {
   }                                                            \
   static_assert(true)
 
+std::size_t thread_count() {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
 TEST_F(SlirpBackendTest, AnswersArpForTheGatewayFromInsideTransmit) {
+  const std::size_t threads = thread_count();
   MAKE_OR_SKIP(b);
+  EXPECT_EQ(thread_count(), threads);  // libslirp and glib start no thread
   EXPECT_FALSE(b->version().empty());
   arp_for_gateway(*b);
+  EXPECT_EQ(thread_count(), threads);
   ASSERT_EQ(peer.frames.size(), 1u);  // before transmit returned: no loop turn needed
   const auto a = net::parse_arp(peer.frames[0]);
   ASSERT_TRUE(a);
