@@ -110,7 +110,9 @@ class VirtioNet final : public VirtioDevice, public ReportingDevice, private Net
   using LoopScheduler = std::function<void(std::function<void()>)>;
 
   // Construct on the loop thread. Attaches itself to `backend`, which must outlive it. Work
-  // handed to `run_on_loop` that runs after the device is gone does nothing.
+  // handed to `run_on_loop` that runs after the device is gone does nothing. A null scheduler
+  // runs every call on the thread that makes it, and a capped turn waits for the next notify:
+  // for single-threaded users (the fuzzer).
   VirtioNet(NetBackend& backend, LoopScheduler run_on_loop, VirtioNetOptions options = {});
   ~VirtioNet() override;
   VirtioNet(const VirtioNet&) = delete;
