@@ -5,6 +5,9 @@
 //
 //   [defaults]
 //   kernel = "${build}/guest/minivmm-guest.bin"   # ${NAME}: --define NAME=VALUE, else the environment
+//                                                  # (a path that starts with one is used as
+//                                                  # given; other relative paths are relative
+//                                                  # to the manifest's folder)
 //   timeout = 20                                   # seconds; 0: none
 //
 //   [[test]]

@@ -89,7 +89,9 @@ std::string last_lines(std::string_view text, std::size_t n) {
   const std::size_t first = lines.size() > n ? lines.size() - n : 0;
   std::string out;
   for (std::size_t i = first; i < lines.size(); ++i) {
-    out += lines[i];
+    std::string_view line = lines[i];
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);  // a guest's CR LF
+    out += line;
     out += '\n';
   }
   return out;
@@ -171,8 +173,14 @@ Verdict manifest_verdict(const RunObservation& r, std::string_view console, cons
   if (r.exit_status != e.exit_status) {
     std::string why = "exit status " + std::to_string(r.exit_status) + ", expected " +
                       std::to_string(e.exit_status);
-    const std::string last = last_nonblank_line(r.stderr_text);
-    if (!last.empty()) why += ": " + last;
+    // minivmm's own error says why it ended; its info lines (a debug-exit write) do not.
+    const auto lines = split_lines(r.stderr_text);
+    for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+      if (contains_ignoring_case(*it, "error")) {
+        why += ": " + std::string(*it);
+        break;
+      }
+    }
     return fail(why);
   }
   for (const auto& want : e.console_has) {

@@ -74,7 +74,8 @@ struct Expectation {
 Verdict manifest_verdict(const RunObservation& r, std::string_view console,
                          const Expectation& e, std::string_view timeout_text);
 
-// The last `n` lines of `text` (a final line without a newline counts), for reports.
+// The last `n` lines of `text` (a final line without a newline counts), each ended by a
+// newline alone (a guest's CR before it dropped), for reports.
 std::string last_lines(std::string_view text, std::size_t n);
 
 }  // namespace minivmm::testrun

@@ -51,7 +51,7 @@ groups = ["timers", "pit"]
   EXPECT_EQ(t.kernel, "/b/guest/minivmm-guest.bin");
   EXPECT_EQ(t.run_args,
             (std::vector<std::string>{"--kernel", "/b/guest/minivmm-guest.bin", "--no-console-input",
-                                      "--initrd", "/m/initrd.img", "--cmdline",
+                                      "--quiet", "--initrd", "/m/initrd.img", "--cmdline",
                                       "timer=pit hz=250 ticks=250", "--cpus", "2", "--memory",
                                       "128M", "--pit-tick", "loop"}));
   EXPECT_EQ(t.timeout_s, 20.0);
@@ -93,12 +93,20 @@ TEST(ManifestTest, NoTimeoutGivenIsSixtySeconds) {
   EXPECT_EQ(tests[0].timeout_s, 60.0);
 }
 
+TEST(ManifestTest, RelativePathsAreTheManifestsUnlessTheyStartWithAName) {
+  const auto tests = parse(
+      "[[test]]\nname = \"a\"\nkernel = \"${rel}/k\"\ninitrd = \"i/${rel}\"\nexit = 0\n",
+      {{"rel", "build"}});
+  EXPECT_EQ(tests[0].kernel, "build/k") << "as given on the command line";
+  EXPECT_EQ(tests[0].run_args[5], "/m/i/build") << "written relative: the manifest's folder";
+}
+
 TEST(ManifestTest, NamesComeFromDefinesThenTheEnvironment) {
   const auto tests = parse(
       "[[test]]\nname = \"a\"\nkernel = \"${HOME_GUESTS}/k\"\ncmdline = \"x=${build}\"\nexit = 0\n");
   EXPECT_EQ(tests[0].kernel, "/home/g/k");
-  EXPECT_EQ(tests[0].run_args[3], "--cmdline");
-  EXPECT_EQ(tests[0].run_args[4], "x=/b");
+  EXPECT_EQ(tests[0].run_args[4], "--cmdline");
+  EXPECT_EQ(tests[0].run_args[5], "x=/b");
 }
 
 struct Bad {

@@ -153,8 +153,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         ManifestCase{"all there", exited(1), kGood, {Outcome::kPass, ""}},
         ManifestCase{"wrong status", exited(3), kGood, {Outcome::kFail, "exit status 3, expected 1"}},
-        ManifestCase{"minivmm's own error is quoted", exited(4, "", "minivmm: error: bad image\n"), "",
+        ManifestCase{"minivmm's own error is quoted", exited(4, "", "minivmm: error: bad image\nx\n"), "",
                      {Outcome::kFail, "exit status 4, expected 1: minivmm: error: bad image"}},
+        ManifestCase{"info lines are not", exited(255, "", "minivmm: info: debug-exit 0x7f\n"), "",
+                     {Outcome::kFail, "exit status 255, expected 1"}},
         ManifestCase{"a line missing", exited(1), "minivmm-guest: x\n",
                      {Outcome::kFail, "console lacks 'done 250'"}},
         // The forbidden line is named before the status it caused.
@@ -179,6 +181,7 @@ TEST(LastLinesTest, KeepsTheEnd) {
   EXPECT_EQ(last_lines("a\nb\nc", 2), "b\nc\n");
   EXPECT_EQ(last_lines("", 2), "");
   EXPECT_EQ(last_lines("a\n", 5), "a\n");
+  EXPECT_EQ(last_lines("a\r\nb\r\n", 5), "a\nb\n");
 }
 
 }  // namespace
