@@ -7,9 +7,23 @@
 
 namespace {
 
-using namespace minivmm::testrun;
+using minivmm::testrun::kut_environment;
+using minivmm::testrun::kut_timeout_text;
+using minivmm::testrun::KutEntry;
+using minivmm::testrun::KutEnvInputs;
+using minivmm::testrun::KutHost;
+using minivmm::testrun::KutLaunch;
+using minivmm::testrun::KutSelection;
+using minivmm::testrun::Outcome;
+using minivmm::testrun::parse_duration;
+using minivmm::testrun::prepare_kut_run;
+using minivmm::testrun::Selected;
+using minivmm::testrun::Selection;
+using minivmm::testrun::select_kut_entry;
+using minivmm::testrun::ShellContext;
+using minivmm::testrun::Verdict;
 
-struct Host {
+struct FakeKutHost {
   std::map<std::string, std::string> files{
       {"/sys/module/kvm/parameters/enable_pmu", "N"},
       {"/proc/sys/kernel/nmi_watchdog", "0"},
@@ -42,42 +56,42 @@ KutEntry entry(std::string name, std::string file = "apic.flat") {
   return e;
 }
 
-Selection select(const KutEntry& e, const KutSelection& s = {}) {
-  Host h;
+Selection select_entry(const KutEntry& e, const KutSelection& s = {}) {
+  FakeKutHost h;
   return select_kut_entry(e, s, h.host());
 }
 
 TEST(KutSelectTest, RunsByDefault) {
-  EXPECT_EQ(select(entry("a")).what, Selected::kRun);
+  EXPECT_EQ(select_entry(entry("a")).what, Selected::kRun);
 }
 
 TEST(KutSelectTest, NamesAndGroupsFilterSilently) {
   KutSelection names;
   names.names = {"b"};
-  EXPECT_EQ(select(entry("a"), names).what, Selected::kNo);
+  EXPECT_EQ(select_entry(entry("a"), names).what, Selected::kNo);
   KutSelection group;
   group.group = "vmexit";
   KutEntry e = entry("a");
   e.groups = "apic";
-  EXPECT_EQ(select(e, group).what, Selected::kNo);
+  EXPECT_EQ(select_entry(e, group).what, Selected::kNo);
   e.groups = "apic vmexit";
-  EXPECT_EQ(select(e, group).what, Selected::kRun);
-  EXPECT_EQ(select(entry("")).what, Selected::kNo);
+  EXPECT_EQ(select_entry(e, group).what, Selected::kRun);
+  EXPECT_EQ(select_entry(entry("")).what, Selected::kNo);
 }
 
 TEST(KutSelectTest, NodefaultSkipsUnlessAllOrAnyGroup) {
   KutEntry e = entry("vmx_pf_vpid_test");
   e.groups = "vmx nested_exception nodefault";
-  EXPECT_EQ(select(e).reason, "test marked as manual run only");
+  EXPECT_EQ(select_entry(e).reason, "test marked as manual run only");
   KutSelection named;
   named.names = {"vmx_pf_vpid_test"};
-  EXPECT_EQ(select(e, named).what, Selected::kSkip) << "naming it is not enough";
+  EXPECT_EQ(select_entry(e, named).what, Selected::kSkip) << "naming it is not enough";
   KutSelection all;
   all.all = true;
-  EXPECT_EQ(select(e, all).what, Selected::kRun);
+  EXPECT_EQ(select_entry(e, all).what, Selected::kRun);
   KutSelection vmx;
   vmx.group = "vmx";
-  EXPECT_EQ(select(e, vmx).what, Selected::kRun) << "any -g turns the rule off";
+  EXPECT_EQ(select_entry(e, vmx).what, Selected::kRun) << "any -g turns the rule off";
 }
 
 TEST(KutSelectTest, SkipReasonsInTheSuitesOrder) {
@@ -85,33 +99,33 @@ TEST(KutSelectTest, SkipReasonsInTheSuitesOrder) {
   e.groups = "pv-host nodefault";
   e.arch = "i386";
   e.check = "/sys/module/kvm/parameters/enable_pmu=Y";
-  EXPECT_EQ(select(e).reason, "no gen-se-header available for pv-host test");
+  EXPECT_EQ(select_entry(e).reason, "no gen-se-header available for pv-host test");
   e.groups = "nodefault";
-  EXPECT_EQ(select(e).reason, "test marked as manual run only");
+  EXPECT_EQ(select_entry(e).reason, "test marked as manual run only");
   e.groups = "";
-  EXPECT_EQ(select(e).reason, "i386 only");
+  EXPECT_EQ(select_entry(e).reason, "i386 only");
   e.arch = "x86_64";
-  EXPECT_EQ(select(e).reason, "/sys/module/kvm/parameters/enable_pmu not equal to Y");
+  EXPECT_EQ(select_entry(e).reason, "/sys/module/kvm/parameters/enable_pmu not equal to Y");
   e.check = "";
-  EXPECT_EQ(select(e).reason, "Test file 'x86/missing.flat' not found");
+  EXPECT_EQ(select_entry(e).reason, "Test file 'x86/missing.flat' not found");
   e.file = "";
-  EXPECT_EQ(select(e).reason, "Test file '' not found");
+  EXPECT_EQ(select_entry(e).reason, "Test file '' not found");
 }
 
 TEST(KutSelectTest, EveryCheckMustHoldAndTheFirstFailureIsNamed) {
   KutEntry e = entry("pmu");
   e.check = "/proc/sys/kernel/nmi_watchdog=0 /sys/module/kvm/parameters/enable_pmu=Y /nope=1";
-  EXPECT_EQ(select(e).reason, "/sys/module/kvm/parameters/enable_pmu not equal to Y");
+  EXPECT_EQ(select_entry(e).reason, "/sys/module/kvm/parameters/enable_pmu not equal to Y");
   e.check = "/sys/devices/system/clocksource/clocksource0/current_clocksource=tsc";
-  EXPECT_EQ(select(e).what, Selected::kRun);
+  EXPECT_EQ(select_entry(e).what, Selected::kRun);
   e.check = "/nope=1";
-  EXPECT_EQ(select(e).reason, "/nope not equal to 1") << "a missing file reads as not equal";
+  EXPECT_EQ(select_entry(e).reason, "/nope not equal to 1") << "a missing file reads as not equal";
   e.check = "/proc/sys/kernel/nmi_watchdog";
-  EXPECT_EQ(select(e).reason, "/proc/sys/kernel/nmi_watchdog not equal to /proc/sys/kernel/nmi_watchdog");
+  EXPECT_EQ(select_entry(e).reason, "/proc/sys/kernel/nmi_watchdog not equal to /proc/sys/kernel/nmi_watchdog");
 }
 
 TEST(KutSelectTest, DisabledIfIsAskedOnlyWhenSet) {
-  Host h;
+  FakeKutHost h;
   KutEntry e = entry("a");
   EXPECT_EQ(select_kut_entry(e, {}, h.host()).what, Selected::kRun);
   EXPECT_TRUE(h.conditions.empty());
@@ -129,8 +143,8 @@ ShellContext no_shell() {
   return c;
 }
 
-std::variant<KutLaunch, Verdict> prepare(const KutEntry& e, bool kvm = true, std::string env_error = "") {
-  Host h;
+std::variant<KutLaunch, Verdict> prepare_entry(const KutEntry& e, bool kvm = true, std::string env_error = "") {
+  FakeKutHost h;
   h.kvm = kvm;
   return prepare_kut_run(e, h.host(), no_shell(), "/suite", "/logs/env", env_error);
 }
@@ -140,7 +154,7 @@ TEST(KutPrepareTest, BuildsTheMinivmmCommandLine) {
   e.has_test_args = true;
   e.test_args = "'cpuid'";
   e.params = "-cpu max,vendor=GenuineIntel";
-  const auto p = prepare(e);
+  const auto p = prepare_entry(e);
   ASSERT_TRUE(std::holds_alternative<KutLaunch>(p));
   const auto& l = std::get<KutLaunch>(p);
   EXPECT_EQ(l.run_args,
@@ -159,29 +173,29 @@ Verdict skipped(const std::variant<KutLaunch, Verdict>& p) {
 TEST(KutPrepareTest, TheProbesFindingsAreSkips) {
   KutEntry e = entry("a");
   e.params = "-snapshot";
-  EXPECT_EQ(skipped(prepare(e)), (Verdict{Outcome::kSkip, "unsupported option '-snapshot'"}));
+  EXPECT_EQ(skipped(prepare_entry(e)), (Verdict{Outcome::kSkip, "unsupported option '-snapshot'"}));
   e.params = "";
   e.accel = "tcg";
-  EXPECT_EQ(skipped(prepare(e)),
+  EXPECT_EQ(skipped(prepare_entry(e)),
             (Verdict{Outcome::kSkip, "minivmm runs guests under KVM only (-machine accel=tcg)"}));
   e.accel = "kvm";
-  EXPECT_EQ(skipped(prepare(e, false)),
+  EXPECT_EQ(skipped(prepare_entry(e, false)),
             (Verdict{Outcome::kSkip, "KVM is needed, but not available on this host"}));
   e.accel = "";
-  EXPECT_EQ(skipped(prepare(e, false)).detail,
+  EXPECT_EQ(skipped(prepare_entry(e, false)).detail,
             "minivmm runs guests under KVM only (-machine accel=tcg)")
       << "no accel and no KVM: x86/run picks TCG";
-  EXPECT_EQ(skipped(prepare(e, true, "/s/errata.txt not found. (ERRATATXT=/s/errata.txt)")).detail,
+  EXPECT_EQ(skipped(prepare_entry(e, true, "/s/errata.txt not found. (ERRATATXT=/s/errata.txt)")).detail,
             "/s/errata.txt not found. (ERRATATXT=/s/errata.txt)");
   e.params = "-append 'x";
-  EXPECT_EQ(skipped(prepare(e)).detail,
+  EXPECT_EQ(skipped(prepare_entry(e)).detail,
             "cannot split the cfg's values into words: unterminated single quote");
 }
 
 TEST(KutPrepareTest, AccelPropertiesReachTheMachineOption) {
   KutEntry e = entry("a");
   e.accel = "kvm,foo=1";
-  const auto p = prepare(e);
+  const auto p = prepare_entry(e);
   ASSERT_TRUE(std::holds_alternative<KutLaunch>(p));
   EXPECT_EQ(std::get<KutLaunch>(p).warnings, "minivmm test: warning: -machine: 'foo=1' ignored\n");
 }

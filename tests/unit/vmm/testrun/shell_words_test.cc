@@ -11,7 +11,7 @@ namespace {
 using minivmm::testrun::ShellContext;
 using Words = std::vector<std::string>;
 
-struct Shell {
+struct FakeShell {
   std::map<std::string, std::string> vars{{"MAX_SMP", "2"}, {"TWO", "a b"}};
   std::map<std::string, std::string> commands{{"date +%s", "1700000000\n"}, {"echo x y", "x y\n\n"}};
   std::map<std::string, Words> globs{{"x86/*.flat", {"x86/a.flat", "x86/b.flat"}}};
@@ -44,64 +44,64 @@ struct Shell {
   }
 };
 
-struct Case {
+struct WordsCase {
   const char* text;
   Words want;
 };
 
-class ShellWordsTest : public ::testing::TestWithParam<Case> {};
+class ShellWordsTest : public ::testing::TestWithParam<WordsCase> {};
 
 TEST_P(ShellWordsTest, SplitsAsBash) {
-  Shell sh;
+  FakeShell sh;
   EXPECT_EQ(sh.split(GetParam().text), GetParam().want) << GetParam().text;
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Grammar, ShellWordsTest,
     ::testing::Values(
-        Case{"-smp 1 -append 'cpuid'", {"-smp", "1", "-append", "cpuid"}},
-        Case{"  -cpu   qemu64,+x2apic \t", {"-cpu", "qemu64,+x2apic"}},
-        Case{"-append \"a b  c\"", {"-append", "a b  c"}},
-        Case{"-append \"10000000 `date +%s`\"", {"-append", "10000000 1700000000"}},
-        Case{"-append $(echo x y)", {"-append", "x", "y"}},
-        Case{"-append \"$(echo x y)\"", {"-append", "x y"}},
-        Case{"-smp $MAX_SMP", {"-smp", "2"}},
-        Case{"-smp ${MAX_SMP}x", {"-smp", "2x"}},
-        Case{"$TWO", {"a", "b"}},
-        Case{"\"$TWO\"", {"a b"}},
-        Case{"x$UNSET y", {"x", "y"}},
-        Case{"$UNSET", {}},
-        Case{"''", {""}},
-        Case{"a''b", {"ab"}},
-        Case{"a\\ b", {"a b"}},
-        Case{"\"a\\\"b\\$c\\d\"", {"a\"b$c\\d"}},
-        Case{"'$TWO `x`'", {"$TWO `x`"}},
-        Case{"$'a\\nb'", {"a\nb"}},
-        Case{"cost $ 5", {"cost", "$", "5"}},
+        WordsCase{"-smp 1 -append 'cpuid'", {"-smp", "1", "-append", "cpuid"}},
+        WordsCase{"  -cpu   qemu64,+x2apic \t", {"-cpu", "qemu64,+x2apic"}},
+        WordsCase{"-append \"a b  c\"", {"-append", "a b  c"}},
+        WordsCase{"-append \"10000000 `date +%s`\"", {"-append", "10000000 1700000000"}},
+        WordsCase{"-append $(echo x y)", {"-append", "x", "y"}},
+        WordsCase{"-append \"$(echo x y)\"", {"-append", "x y"}},
+        WordsCase{"-smp $MAX_SMP", {"-smp", "2"}},
+        WordsCase{"-smp ${MAX_SMP}x", {"-smp", "2x"}},
+        WordsCase{"$TWO", {"a", "b"}},
+        WordsCase{"\"$TWO\"", {"a b"}},
+        WordsCase{"x$UNSET y", {"x", "y"}},
+        WordsCase{"$UNSET", {}},
+        WordsCase{"''", {""}},
+        WordsCase{"a''b", {"ab"}},
+        WordsCase{"a\\ b", {"a b"}},
+        WordsCase{"\"a\\\"b\\$c\\d\"", {"a\"b$c\\d"}},
+        WordsCase{"'$TWO `x`'", {"$TWO `x`"}},
+        WordsCase{"$'a\\nb'", {"a\nb"}},
+        WordsCase{"cost $ 5", {"cost", "$", "5"}},
         // A comment starts only at a word's start, and takes the rest of the text.
-        Case{"-append x # -cpu max", {"-append", "x"}},
-        Case{"a#b", {"a#b"}},
-        Case{"\"#\" x", {"#", "x"}},
-        Case{"-m 1\n-cpu max", {"-m", "1", "-cpu", "max"}},
+        WordsCase{"-append x # -cpu max", {"-append", "x"}},
+        WordsCase{"a#b", {"a#b"}},
+        WordsCase{"\"#\" x", {"#", "x"}},
+        WordsCase{"-m 1\n-cpu max", {"-m", "1", "-cpu", "max"}},
         // An unquoted glob that matches is replaced by its files; one that does not stays.
-        Case{"x86/*.flat", {"x86/a.flat", "x86/b.flat"}},
-        Case{"ept_access*", {"ept_access*"}},
-        Case{"\"ept_access*\"", {"ept_access*"}}));
+        WordsCase{"x86/*.flat", {"x86/a.flat", "x86/b.flat"}},
+        WordsCase{"ept_access*", {"ept_access*"}},
+        WordsCase{"\"ept_access*\"", {"ept_access*"}}));
 
 TEST(ShellWordsGlobTest, QuotedGlobCharactersAreEscapedInThePattern) {
-  Shell sh;
+  FakeShell sh;
   sh.split("'a*'b* \"[x\"? plain");
   EXPECT_EQ(sh.globbed, (Words{"a\\*b*", "\\[x?"})) << "quoted parts escaped, a plain word not globbed";
 }
 
 TEST(ShellWordsGlobTest, QuotedGlobIsNeverAsked) {
-  Shell sh;
+  FakeShell sh;
   sh.split("\"ept_access*\" '*'");
   EXPECT_TRUE(sh.globbed.empty());
 }
 
 TEST(ShellWordsTest, CommandsRunOnlyWhereTheTextHasThem) {
-  Shell sh;
+  FakeShell sh;
   sh.split("-append 'cpuid' -cpu max");
   EXPECT_TRUE(sh.ran.empty());
   sh.split("-append \"1 `date +%s`\"");
@@ -109,7 +109,7 @@ TEST(ShellWordsTest, CommandsRunOnlyWhereTheTextHasThem) {
 }
 
 TEST(ShellWordsTest, UnterminatedQuotesAreErrors) {
-  Shell sh;
+  FakeShell sh;
   for (const char* bad : {"'a", "\"a", "`a", "$(a", "${a", "$'a"}) {
     std::string error;
     EXPECT_FALSE(minivmm::testrun::shell_words(bad, sh.context(), error)) << bad;
