@@ -18,7 +18,7 @@
 #include "vmm/host/output_file.h"
 #include "vmm/cli/size_parser.h"
 #include "vmm/machine/virtio_mmio_devices.h"
-#include "vmm/testrun/test_command.h"
+#include "vmm/testrun/test_cli.h"
 #include "vmm/vmm_error.h"
 
 namespace {

@@ -1,5 +1,6 @@
 // `minivmm test`: the subcommand's options and what it does with them. main.cc registers the
-// subcommand with add_test_subcommand() and, when it was given, returns run_test_command().
+// subcommand with add_test_subcommand() (test_cli.h) and, when it was given, returns
+// run_test_command().
 //
 // Exit status: 0 when no test failed (SKIPs are not failures), 1 when any failed or timed out,
 // 2 for a usage or manifest error (nothing runs then), 130 when a Ctrl-C stopped the run (the
@@ -9,10 +10,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-namespace CLI {
-class App;
-}
 
 namespace minivmm::testrun {
 
@@ -28,8 +25,6 @@ struct TestCommandOptions {
   std::string tap, junit, logs;
   std::vector<std::string> defines;     // NAME=VALUE for manifests
 };
-
-CLI::App* add_test_subcommand(CLI::App& app, TestCommandOptions& options);
 
 int run_test_command(const TestCommandOptions& options);
 
