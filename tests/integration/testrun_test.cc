@@ -162,6 +162,16 @@ TEST(BootTestrunTest, SuiteVerdictsReportsAndLogs) {
                               "manual=SKIP:manual nofile=SKIP:missing.flat warned=PASS")
                                  .c_str());
   EXPECT_EQ(rc, 0) << slurp(junit);
+
+  // Again in the same logs folder, one at a time: the earlier run's times start the longest
+  // (the 1 s timeout) first, though the cfg lists it after `pass`; the reports keep cfg order.
+  const RunResult again = run_minivmm({"test", "--kvm-unit-tests", t.path(), "-j", "1", "--logs",
+                                       logs, "--tap", tap, "pass", "idle"},
+                                      false, 60);
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_LT(again.out.find("FAIL idle"), again.out.find("PASS pass")) << again.out;
+  EXPECT_EQ(slurp(tap).rfind("TAP version 13\n1..2\nok 1 - pass\nnot ok 2 - idle\n", 0), 0u)
+      << slurp(tap);
 }
 
 TEST(BootTestrunTest, GroupAndNameFiltersAndList) {

@@ -75,7 +75,11 @@ class Runner {
     const auto start = Clock::now();
     set_up_logs();
     set_up_signals();
-    for (std::size_t i = 0; i < tests_.size(); ++i) queue_.push_back(i);
+    if (opt_.order.size() == tests_.size()) {
+      queue_.assign(opt_.order.begin(), opt_.order.end());
+    } else {
+      for (std::size_t i = 0; i < tests_.size(); ++i) queue_.push_back(i);
+    }
 
     while (true) {
       while (!interrupted_ && !queue_.empty() && running_.size() < std::max(1u, opt_.jobs)) {

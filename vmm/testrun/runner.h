@@ -54,6 +54,8 @@ using Judge = std::function<Verdict(const TestCase&, const RunObservation&,
 struct RunnerOptions {
   std::string minivmm = "/proc/self/exe";
   unsigned jobs = 1;
+  // The order to start the tests in (indices); empty: as given (schedule.h).
+  std::vector<std::size_t> order;
   std::string logs_dir;  // the console, stderr and report of each test; a temporary folder if empty
   bool keep_logs = false;
   std::chrono::milliseconds grace{1000};

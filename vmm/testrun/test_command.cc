@@ -24,6 +24,7 @@
 #include "vmm/testrun/manifest.h"
 #include "vmm/testrun/reports.h"
 #include "vmm/testrun/runner.h"
+#include "vmm/testrun/schedule.h"
 
 extern char** environ;
 
@@ -433,6 +434,12 @@ int run(const TestCommandOptions& o) {
   ro.jobs = static_cast<unsigned>(o.jobs ? std::min<long long>(*o.jobs, 1024) : std::max(1L, cpus));
   ro.keep_logs = !o.logs.empty();
   ro.logs_dir = o.logs;
+  // An earlier run's times in the logs folder: longest first (schedule.h).
+  if (!o.logs.empty()) {
+    if (const auto tsv = read_whole(o.logs + "/results.tsv")) {
+      ro.order = start_order(plan.tests, previous_durations(*tsv));
+    }
+  }
   if (ro.keep_logs && ::mkdir(o.logs.c_str(), 0755) != 0 && errno != EEXIST) {
     throw UsageError{"--logs: cannot create '" + o.logs + "': " + std::strerror(errno)};
   }
