@@ -1,6 +1,6 @@
 /*
- * Constants shared by boot.S and kernel.c. Plain #defines only: this header is
- * included by the assembler too.
+ * Constants shared by boot.S and the C files. Plain #defines only: this header
+ * is included by the assembler too.
  */
 #ifndef MINIVMM_GUEST_LAYOUT_H
 #define MINIVMM_GUEST_LAYOUT_H
@@ -43,6 +43,8 @@
 #define RTC_REG_C           0x0c
 #define COM1                0x3f8
 #define DEBUG_EXIT_PORT     0xf4
+#define PVPANIC_PORT        0x505  /* QEMU's ISA pvpanic */
+#define PVPANIC_PANICKED    0x01
 
 /* Local APIC (Intel SDM vol. 3A, 11.4.1: default base after reset). */
 #define LAPIC_BASE          0xfee00000
@@ -84,6 +86,7 @@
 #define EXIT_OK             0x00
 #define EXIT_BAD_CMDLINE    0x01
 #define EXIT_NO_DEVICE      0x02   /* blk=check / console=virtio without the device */
+#define EXIT_PANIC_UNHEARD  0x03   /* panic: no pvpanic device ended the run */
 #define EXIT_EXCEPTION      0x7f
 
 #endif

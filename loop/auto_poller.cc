@@ -258,4 +258,29 @@ AutoPollerStats AutoPoller::stats() const noexcept {
   return s;
 }
 
+nlohmann::json AutoPoller::report_json() const {
+  const auto s = stats();
+  nlohmann::json log = nlohmann::json::array();
+  for (const auto& d : decisions()) {
+    log.push_back({{"wait", d.wait_index},
+                   {"from", std::string(poller_kind_name(d.from))},
+                   {"to", std::string(poller_kind_name(d.to))},
+                   {"from_ns", d.from_cost.count()},
+                   {"to_ns", d.to_cost.count()},
+                   {"fds", d.fds},
+                   {"trigger", std::string(auto_trigger_name(d.trigger))},
+                   {"reason", std::string(auto_reason_name(d.reason))}});
+  }
+  return {{"active", std::string(poller_kind_name(s.active))},
+          {"waits", s.waits},
+          {"measured_waits", s.measured_waits},
+          {"trials", s.samples},
+          {"switches", s.switches},
+          {"aborted_trials", s.aborted_trials},
+          {"ppoll_wait_ns", s.ppoll_cost.count()},
+          {"epoll_wait_ns", s.epoll_cost.count()},
+          {"trial_interval", s.trial_interval},
+          {"decisions", log}};
+}
+
 }  // namespace minivmm::loop

@@ -28,6 +28,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+
+#include <nlohmann/json.hpp>
 #include <memory>
 #include <string_view>
 
@@ -130,6 +132,8 @@ class AutoPoller final : public Poller {
   AutoPollerStats stats() const noexcept;
   // Oldest first, at most options.decision_log_size entries.
   const std::deque<AutoDecision>& decisions() const noexcept { return log_; }
+  // The stats and every decision with its reason, as the run report's "auto_poller" object.
+  nlohmann::json report_json() const;
   const AutoPollerOptions& options() const noexcept { return options_; }
 
  private:

@@ -108,7 +108,7 @@ def summarize(args, count, pit_tick, wall, host_busy_s, guests):
         if code != 1 or s["exit"]["reason"] != "guest debug-exit":
             problems.append(f"guest {i}: exit {code} ({s['exit']['reason']})")
         # The guest's own count is what ended it (status 1 after its last tick); minivmm's may be
-        # one short, the edge still in doubt at exit (devices/pc/i8254/i8254_pit.h).
+        # one short, the edge still in doubt at exit (devices/pc/i8254/ack_audit.h).
         if injected + 1 < ticks or lost != 0:
             problems.append(f"guest {i}: {injected} ticks injected, {lost} lost")
         if run_s > args.seconds + SLACK_S:

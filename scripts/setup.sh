@@ -13,6 +13,7 @@ declare -A need=(
   [nlohmann-json3-dev]=/usr/include/nlohmann/json.hpp
   [libseccomp-dev]=/usr/include/seccomp.h
   [liburing-dev]=/usr/include/liburing.h
+  [libslirp-dev]=/usr/include/slirp/libslirp.h
   [pkg-config]=/usr/bin/pkg-config
   [cmake]=/usr/bin/cmake
   [ninja-build]=/usr/bin/ninja

@@ -104,6 +104,6 @@ tsan_kvm+='|^ThreadKinds/BootSeccompSelftest\.Forbidden|^Modes/BootSeccompTest.*
 tsan_kvm+='|^Modes/BootControlStormTest'
 tsan_kvm+='|^BootInteractiveTest'
 stage "test (build-tsan)" bash -c "cd build-tsan &&
-  ctest -j '$test_jobs' --output-on-failure -L '^unit$' -E '^BadInput|^KernelPulseTrainTest' &&
+  ctest -j '$test_jobs' --output-on-failure -L '^unit$' -E '^BadInput|^HostKernelPulseTrainTest' &&
   ctest -j '$test_jobs' --output-on-failure -L kvm -R '$tsan_kvm'"
 echo "== all: $((SECONDS - started)) s"

@@ -15,6 +15,7 @@ enum class ExitCode : int {
   kGuestUnsupported = 10,  // KVM internal error / emulation failure / failed entry
   kHostFailure = 12,     // a host syscall failed while running
   kSeccompViolation = 14,  // a thread made a syscall outside its seccomp allow-list (--seccomp)
+  kGuestPanicked = 16,     // the guest kernel said it panicked (pvpanic, port 0x505)
   kSighup = 129,  // the terminal or the session went away: end the run like SIGTERM
   kSigint = 130,
   kSigterm = 143,

@@ -1,6 +1,7 @@
 #include "devices/bus/io_bus.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
@@ -11,6 +12,13 @@ namespace {
 
 // Enough to see what a guest probes without letting a guest flood the log.
 constexpr std::uint64_t kMaxUnmappedLogs = 64;
+
+// "0x0061": what fmt's "{:#06x}" makes of a port (printf's "%#06x" would print 0 as "000000").
+std::string port_key(std::uint16_t port) {
+  char buf[sizeof "0xffff"];
+  std::snprintf(buf, sizeof buf, "0x%04x", static_cast<unsigned>(port));
+  return buf;
+}
 
 }  // namespace
 
@@ -72,6 +80,15 @@ std::vector<UnmappedAccess> IoBus::unmapped() const {
   std::vector<UnmappedAccess> out;
   for (const auto& [port, u] : unmapped_) out.push_back(u);
   return out;
+}
+
+void IoBus::report(ReportWriter& out) const {
+  for (const UnmappedAccess& u : unmapped()) {
+    out.object(port_key(u.port), [&u](ReportWriter& port) {
+      port.count("reads", u.reads);
+      port.count("writes", u.writes);
+    });
+  }
 }
 
 }  // namespace minivmm::devices

@@ -10,9 +10,11 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "devices/bus/port_io_device.h"
+#include "devices/bus/report_writer.h"
 
 namespace minivmm::devices {
 
@@ -22,7 +24,7 @@ struct UnmappedAccess {
   std::uint64_t writes;
 };
 
-class IoBus {
+class IoBus final : public ReportingDevice {
  public:
   // Maps [base, base+length) to `device`. Throws std::invalid_argument on an overlap or a range
   // that wraps past 0xffff (a setup bug, not a guest action).
@@ -33,6 +35,11 @@ class IoBus {
   bool write(std::uint16_t port, std::span<const std::uint8_t> data) noexcept;
 
   std::vector<UnmappedAccess> unmapped() const;
+
+  // ReportingDevice: the unmapped ports a guest touched, under "unmapped_ports": one object
+  // {reads, writes} per port, keyed "0x0061" (fmt's {:#06x}, the report's spelling).
+  std::string_view report_key() const noexcept override { return "unmapped_ports"; }
+  void report(ReportWriter& out) const override;
 
  private:
   struct Range {

@@ -80,4 +80,11 @@ MmioBusStats MmioBus::stats() const noexcept {
                       bad_width_.load(std::memory_order_relaxed)};
 }
 
+void MmioBus::report(ReportWriter& out) const {
+  const MmioBusStats s = stats();
+  out.count("reads", s.unmapped_reads);
+  out.count("writes", s.unmapped_writes);
+  out.count("bad_width", s.bad_width);
+}
+
 }  // namespace minivmm::devices

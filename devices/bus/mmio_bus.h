@@ -9,9 +9,11 @@
 #include <atomic>
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "devices/bus/mmio_device.h"
+#include "devices/bus/report_writer.h"
 
 namespace minivmm::devices {
 
@@ -21,7 +23,7 @@ struct MmioBusStats {
   std::uint64_t bad_width = 0;
 };
 
-class MmioBus {
+class MmioBus final : public ReportingDevice {
  public:
   // Maps [base, base+length). Throws std::invalid_argument on an overlap, a zero length or a
   // range that wraps past 2^64 (a setup bug, not a guest action).
@@ -32,6 +34,11 @@ class MmioBus {
   bool write(std::uint64_t gpa, std::span<const std::uint8_t> data) noexcept;
 
   MmioBusStats stats() const noexcept;
+
+  // ReportingDevice: the accesses nothing took, under "unmapped_mmio" {reads, writes,
+  // bad_width}.
+  std::string_view report_key() const noexcept override { return "unmapped_mmio"; }
+  void report(ReportWriter& out) const override;
 
  private:
   struct Range {

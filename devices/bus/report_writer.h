@@ -8,8 +8,10 @@
 // counters as its stats() does (atomics, or under its lock).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <string_view>
 
 namespace minivmm::devices {
@@ -24,6 +26,18 @@ class ReportWriter {
   virtual void text(std::string_view key, std::string_view value) = 0;
   // A nested object under `key`, filled by `fill` before object() returns.
   virtual void object(std::string_view key, const std::function<void(ReportWriter&)>& fill) = 0;
+  // An array of `count` objects under `key` (a virtqueue's counters per queue), the i-th
+  // filled by fill(i, writer). The default writes an object keyed "0", "1", ... for writers
+  // that have no arrays (a store of paths); a writer that has them (JSON) overrides it, or the
+  // report's type of `key` changes.
+  virtual void list(std::string_view key, std::size_t count,
+                    const std::function<void(std::size_t, ReportWriter&)>& fill) {
+    object(key, [&](ReportWriter& items) {
+      for (std::size_t i = 0; i < count; ++i) {
+        items.object(std::to_string(i), [&](ReportWriter& item) { fill(i, item); });
+      }
+    });
+  }
 };
 
 // A device that reports itself: its counters go under report_key() in the report's

@@ -44,4 +44,13 @@ StdoutSinkStats StdoutSink::stats() const noexcept {
       gone_.load(std::memory_order_relaxed)};
 }
 
+void StdoutSink::report(ReportWriter& out) const {
+  const StdoutSinkStats s = stats();
+  out.count("writes", s.writes);
+  out.count("bytes", s.bytes);
+  out.count("dropped_bytes", s.dropped_bytes);
+  out.count("errors", s.errors);
+  out.flag("gone", s.gone);
+}
+
 }  // namespace minivmm::devices

@@ -14,8 +14,10 @@
 #include <chrono>
 #include <cstdint>
 #include <span>
+#include <string_view>
 
 #include "devices/bus/byte_sink.h"
+#include "devices/bus/report_writer.h"
 
 namespace minivmm::devices {
 
@@ -29,7 +31,7 @@ struct StdoutSinkStats {
   bool gone = false;
 };
 
-class StdoutSink final : public ByteSink {
+class StdoutSink final : public ByteSink, public ReportingDevice {
  public:
   static constexpr std::chrono::milliseconds kMaxWait{1000};
 
@@ -39,6 +41,10 @@ class StdoutSink final : public ByteSink {
   void write(std::span<const std::uint8_t> bytes) noexcept override;
 
   StdoutSinkStats stats() const noexcept;
+
+  // ReportingDevice: stats() under "console" (gone as a flag).
+  std::string_view report_key() const noexcept override { return "console"; }
+  void report(ReportWriter& out) const override;
 
  private:
   const int fd_;

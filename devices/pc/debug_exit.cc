@@ -26,4 +26,6 @@ void DebugExit::write(std::uint16_t offset, std::span<const std::uint8_t> data) 
   if (on_exit_) on_exit_(status);
 }
 
+void DebugExit::report(ReportWriter& out) const { out.count("exit_requests", exit_requests()); }
+
 }  // namespace minivmm::devices

@@ -19,13 +19,13 @@
 #include <string_view>
 
 #include "devices/bus/port_io_device.h"
+#include "devices/bus/report_writer.h"
 
 namespace minivmm::devices {
 
-class DebugExit final : public PortIoDevice {
+class DebugExit final : public PortIoDevice, public ReportingDevice {
  public:
-  // Attach at port 0xf4, length 4 (QEMU's iobase/iosize used by most test kernels).
-  static constexpr std::uint16_t kPort = 0xf4;
+  // A window of 4 ports (QEMU's iosize, used by most test kernels).
   static constexpr std::uint16_t kPortCount = 4;
 
   // The status a write of `value` requests.
@@ -43,6 +43,10 @@ class DebugExit final : public PortIoDevice {
 
   std::uint64_t exit_requests() const noexcept { return exit_requests_.load(); }
   std::uint64_t bad_accesses() const noexcept { return bad_accesses_.load(); }
+
+  // ReportingDevice: exit_requests under "debug_exit" (bad_accesses is not in the report).
+  std::string_view report_key() const noexcept override { return "debug_exit"; }
+  void report(ReportWriter& out) const override;
 
  private:
   const std::function<void(int)> on_exit_;

@@ -59,6 +59,19 @@ I8042::Stats I8042::stats() const {
   return s;
 }
 
+void I8042::report(ReportWriter& out) const {
+  const Stats s = stats();
+  out.count("reads", s.reads);
+  out.count("writes", s.writes);
+  out.count("reset_requests", s.reset_requests);
+  out.count("unknown_commands", s.unknown_commands);
+  out.count("keyboard_bytes", s.keyboard_bytes);
+  out.count("keyboard_unknown", s.keyboard_unknown);
+  out.count("keyboard_overruns", s.keyboard_overruns);
+  out.count("mouse_bytes_dropped", s.device_bytes_dropped);
+  out.count("bad_accesses", s.bad_accesses);
+}
+
 bool I8042::write_command_locked(std::uint8_t command) noexcept {
   status_ |= kStatusCommand;
   status_ &= static_cast<std::uint8_t>(~kStatusTimeout);

@@ -26,10 +26,10 @@
 // overwrites an unread one; reading port 0x60 with nothing new returns the last byte again (QEMU
 // returns the last byte; Firecracker 0).
 //
-// Mapping: ports 0x60 (data) and 0x64 (status/command) are offsets 0 and 4 of one device
-// (attach at 0x60, length 5) when nothing else sits in 0x61-0x63. On a PC, port 0x61 belongs to
-// I8254SpeakerPort, so attach data_port() at 0x60 and command_port() at 0x64 (length 1 each)
-// instead; both views share this device's state.
+// Mapping: the data port (0x60 on a PC) and the status/command port (0x64) are offsets 0 and
+// 4 of one device (a window of 5) when nothing else sits between them. On a PC, port 0x61
+// belongs to I8254SpeakerPort, so the board attaches data_port() and command_port() (one port
+// each) instead; both views share this device's state.
 //
 // Threads: read()/write() on vCPU threads, under mu_. `on_reset` runs on the writing vCPU thread
 // after mu_ is released, so it may call back into this device. The IRQ lines are driven with mu_
@@ -44,16 +44,14 @@
 
 #include "devices/bus/irq_line.h"
 #include "devices/bus/port_io_device.h"
+#include "devices/bus/report_writer.h"
 #include "devices/pc/ps2_keyboard.h"
 
 namespace minivmm::devices {
 
-class I8042 final : public PortIoDevice {
+class I8042 final : public PortIoDevice, public ReportingDevice {
  public:
-  static constexpr std::uint16_t kBasePort = 0x60;
   static constexpr std::uint16_t kPortCount = 5;
-  static constexpr std::uint16_t kDataPort = 0x60;
-  static constexpr std::uint16_t kCommandPort = 0x64;
   static constexpr std::uint16_t kDataOffset = 0;
   static constexpr std::uint16_t kCommandOffset = 4;  // status register when read
 
@@ -136,6 +134,11 @@ class I8042 final : public PortIoDevice {
   PortIoDevice& command_port() noexcept { return command_view_; }
 
   Stats stats() const;
+
+  // ReportingDevice: stats() under "i8042"; device_bytes_dropped is reported as
+  // mouse_bytes_dropped (the only auxiliary device a PC has, and the report's name for it).
+  std::string_view report_key() const noexcept override { return "i8042"; }
+  void report(ReportWriter& out) const override;
 
  private:
   // Forwards a one-port mapping to the device at a fixed offset.

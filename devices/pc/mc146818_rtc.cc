@@ -1,65 +1,27 @@
+// Mc146818Rtc's register file: construction and the PC's CMOS memory map, the index and data
+// ports, registers A-D and the time registers in BCD or binary, 12 or 24 hour, and SET's
+// freezing and releasing of the clock. The flags and the interrupt timer are in
+// mc146818_rtc_interrupts.cc, the grid and calendar arithmetic in mc146818_rtc_time.h.
 #include "devices/pc/mc146818_rtc.h"
 
 #include <algorithm>
 #include <chrono>
 
+#include "devices/pc/mc146818_rtc_regs.h"
+#include "devices/pc/mc146818_rtc_time.h"
+
 namespace minivmm::devices {
+
+// The chip's register map and time arithmetic, private to this device.
+using namespace mc146818;
+
 namespace {
 
 using timers::Nanos;
 
-// Register indexes (MC146818A Figure 3 "Address map"; 0x32 is the PC's century byte).
-constexpr std::uint8_t kRegSeconds = 0x00;
-constexpr std::uint8_t kRegSecondsAlarm = 0x01;
-constexpr std::uint8_t kRegMinutes = 0x02;
-constexpr std::uint8_t kRegMinutesAlarm = 0x03;
-constexpr std::uint8_t kRegHours = 0x04;
-constexpr std::uint8_t kRegHoursAlarm = 0x05;
-constexpr std::uint8_t kRegDayOfWeek = 0x06;
-constexpr std::uint8_t kRegDayOfMonth = 0x07;
-constexpr std::uint8_t kRegMonth = 0x08;
-constexpr std::uint8_t kRegYear = 0x09;
-constexpr std::uint8_t kRegA = 0x0a;
-constexpr std::uint8_t kRegB = 0x0b;
-constexpr std::uint8_t kRegC = 0x0c;
-constexpr std::uint8_t kRegD = 0x0d;
-constexpr std::uint8_t kRegCentury = 0x32;
-
 // Index port.
 constexpr std::uint8_t kIndexMask = 0x7f;
 constexpr std::uint8_t kNmiDisable = 0x80;
-
-// Register A.
-constexpr std::uint8_t kRegAUip = 0x80;
-constexpr unsigned kRegADividerShift = 4;
-constexpr std::uint8_t kRegADividerMask = 0x07;
-constexpr std::uint8_t kRegARateMask = 0x0f;
-// DV2-0 = 010 is the PC's 32.768 kHz time base; every other value but reset runs as it here.
-[[maybe_unused]] constexpr std::uint8_t kDivider32Khz = 0x02;
-constexpr std::uint8_t kDividerReset = 0x06;  // DV2-0 = 11x: divider chain held in reset
-
-// Register B.
-constexpr std::uint8_t kRegBSet = 0x80;
-constexpr std::uint8_t kRegBPie = 0x40;
-constexpr std::uint8_t kRegBAie = 0x20;
-constexpr std::uint8_t kRegBUie = 0x10;
-[[maybe_unused]] constexpr std::uint8_t kRegBSqwe = 0x08;  // stored only
-constexpr std::uint8_t kRegBDm = 0x04;                     // 1 = binary, 0 = BCD
-constexpr std::uint8_t kRegB24h = 0x02;
-[[maybe_unused]] constexpr std::uint8_t kRegBDse = 0x01;  // stored only
-
-// Register C.
-constexpr std::uint8_t kRegCIrqf = 0x80;
-constexpr std::uint8_t kRegCPf = 0x40;
-constexpr std::uint8_t kRegCAf = 0x20;
-constexpr std::uint8_t kRegCUf = 0x10;
-
-// Register D: valid RAM and time (the battery is fine).
-constexpr std::uint8_t kRegDVrt = 0x80;
-
-// Alarm bytes with both top bits set match any value ("don't care", data sheet alarm section).
-constexpr std::uint8_t kAlarmDontCare = 0xc0;
-constexpr std::uint8_t kHourPm = 0x80;
 
 // Power-on values: 32.768 kHz divider, 1024 Hz rate (what PC firmware programs); 24 h, BCD.
 constexpr std::uint8_t kResetRegA = 0x26;
@@ -78,83 +40,12 @@ constexpr std::uint8_t kCmosMemAbove4G = 0x5b;   // 64 KiB units above 4 GiB, 3 
 constexpr std::uint8_t kEquipmentFpu = 0x02;     // no floppy, FPU present, EGA/VGA display
 constexpr std::uint16_t kBaseMemoryKib = 640;
 
-constexpr std::int64_t kNsPerSecond = 1'000'000'000;
-constexpr std::int64_t kSecondsPerDay = 86'400;
-constexpr std::int64_t kBaseHz = 32'768;
-constexpr std::uint32_t kCyclesPerSecond = 32'768;
 // UIP rises 244 us (8 cycles of 32.768 kHz) before the update (data sheet, tBUC).
 constexpr std::int64_t kUipLeadNs = 244'140;
 // The first update after the divider leaves reset comes half a second later.
 constexpr std::int64_t kHalfSecondNs = kNsPerSecond / 2;
-// Beyond this the vm_clock grid and the wall clock have drifted apart (a pause, an NTP step),
-// and the timer is re-anchored.
-constexpr Nanos kResyncThreshold{1'000'000};
 constexpr int kMinYear = 1970;
 constexpr int kMaxYear = 2199;
-
-std::int64_t floor_div(std::int64_t a, std::int64_t b) noexcept {
-  std::int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
-}
-
-std::int64_t floor_mod(std::int64_t a, std::int64_t b) noexcept { return a - floor_div(a, b) * b; }
-
-// The periodic grid: points `cycles` 32.768 kHz cycles apart, aligned to each second (the
-// periodic taps and the once-a-second update come from one divider chain). Point j of second s
-// is at s + ceil(j * cycles / 32768 s), exact in ns however the period rounds.
-std::int64_t ticks_per_second(std::uint32_t cycles) noexcept { return kBaseHz / cycles; }
-
-// The number of grid points at or before `t`, counted from the epoch.
-std::int64_t grid_index(Nanos t, std::uint32_t cycles) noexcept {
-  const std::int64_t s = floor_div(t.count(), kNsPerSecond);
-  const std::int64_t ns = t.count() - s * kNsPerSecond;
-  return s * ticks_per_second(cycles) + ns * kBaseHz / (std::int64_t{cycles} * kNsPerSecond);
-}
-
-Nanos grid_point(std::int64_t k, std::uint32_t cycles) noexcept {
-  const std::int64_t tps = ticks_per_second(cycles);
-  const std::int64_t s = floor_div(k, tps);
-  const std::int64_t j = k - s * tps;
-  const std::int64_t ns = (j * std::int64_t{cycles} * kNsPerSecond + kBaseHz - 1) / kBaseHz;
-  return Nanos{s * kNsPerSecond + ns};
-}
-
-struct Civil {
-  int year;
-  int month;  // 1-12
-  int day;    // 1-31
-  int hour;   // 0-23
-  int minute;
-  int second;
-  int weekday;  // 1 = Sunday ... 7 = Saturday, as the RTC counts
-};
-
-Civil civil_from(Nanos rtc) noexcept {
-  namespace chr = std::chrono;
-  const std::int64_t secs = floor_div(rtc.count(), kNsPerSecond);
-  const std::int64_t days = floor_div(secs, kSecondsPerDay);
-  const std::int64_t sod = secs - days * kSecondsPerDay;
-  const chr::sys_days date{chr::days{days}};
-  const chr::year_month_day ymd{date};
-  const chr::weekday wd{date};
-  return Civil{static_cast<int>(ymd.year()),
-               static_cast<int>(static_cast<unsigned>(ymd.month())),
-               static_cast<int>(static_cast<unsigned>(ymd.day())),
-               static_cast<int>(sod / 3600),
-               static_cast<int>(sod / 60 % 60),
-               static_cast<int>(sod % 60),
-               static_cast<int>(wd.c_encoding()) + 1};
-}
-
-std::int64_t epoch_seconds(const Civil& c) noexcept {
-  namespace chr = std::chrono;
-  const chr::year_month_day ymd{chr::year{c.year}, chr::month{static_cast<unsigned>(c.month)},
-                                chr::day{static_cast<unsigned>(c.day)}};
-  const chr::sys_days date{ymd};
-  return std::int64_t{date.time_since_epoch().count()} * kSecondsPerDay + c.hour * 3600 +
-         c.minute * 60 + c.second;
-}
 
 bool is_time_reg(std::uint8_t index) noexcept {
   switch (index) {
@@ -217,6 +108,16 @@ Mc146818Rtc::Mc146818Rtc(timers::TimerList& vm_timers, const timers::Clock& host
 RtcStats Mc146818Rtc::stats() const {
   std::lock_guard lock(mu_);
   return stats_;
+}
+
+void Mc146818Rtc::report(ReportWriter& out) const {
+  const RtcStats s = stats();
+  out.count("periodic_irqs", s.periodic_irqs);
+  out.count("alarm_irqs", s.alarm_irqs);
+  out.count("update_irqs", s.update_irqs);
+  out.count("reg_c_reads", s.reg_c_reads);
+  out.count("timer_arms", s.timer_arms);
+  out.count("bad_accesses", s.bad_accesses);
 }
 
 bool Mc146818Rtc::nmi_masked() const {
@@ -439,138 +340,6 @@ void Mc146818Rtc::release_time(Nanos host) noexcept {
   // The divider kept counting while the time was held: keep its sub-second phase.
   const std::int64_t phase = floor_mod(rtc_at(host).count(), kNsPerSecond);
   offset_ = Nanos{epoch_seconds(c) * kNsPerSecond + phase} - host;
-}
-
-void Mc146818Rtc::scan_flags(Nanos rtc, bool from_access) noexcept {
-  if (rtc <= last_scan_) {
-    // A host clock stepped back by more than the timer's rounding: follow it, losing events
-    // rather than waiting for the old time to come back.
-    if (from_access && rtc < last_scan_ - Nanos{kNsPerSecond}) last_scan_ = rtc;
-    return;
-  }
-  const Nanos from = last_scan_;
-  last_scan_ = rtc;
-  if (!divider_running()) return;
-  const std::uint32_t cycles = periodic_cycles();
-  if (cycles != 0 && grid_index(rtc, cycles) > grid_index(from, cycles)) flags_ |= kRegCPf;
-  if (!set_mode()) {
-    const std::int64_t s0 = floor_div(from.count(), kNsPerSecond);
-    const std::int64_t s1 = floor_div(rtc.count(), kNsPerSecond);
-    if (s1 > s0) {
-      flags_ |= kRegCUf;
-      if (alarm_between(s0 + 1, s1)) flags_ |= kRegCAf;
-    }
-  }
-  update_irqf();
-}
-
-bool Mc146818Rtc::alarm_between(std::int64_t first_second,
-                                std::int64_t last_second) const noexcept {
-  // A day holds every time of day once: more is never needed.
-  first_second = std::max(first_second, last_second - kSecondsPerDay + 1);
-  const auto matches = [](std::uint8_t alarm, std::uint8_t now) {
-    return (alarm & kAlarmDontCare) == kAlarmDontCare || alarm == now;
-  };
-  for (std::int64_t s = first_second; s <= last_second; ++s) {
-    const std::int64_t sod = floor_mod(s, kSecondsPerDay);
-    if (matches(cmos_[kRegSecondsAlarm], to_reg(static_cast<int>(sod % 60))) &&
-        matches(cmos_[kRegMinutesAlarm], to_reg(static_cast<int>(sod / 60 % 60))) &&
-        matches(cmos_[kRegHoursAlarm], hour_to_reg(static_cast<int>(sod / 3600)))) {
-      return true;
-    }
-  }
-  return false;
-}
-
-void Mc146818Rtc::update_irqf() noexcept {
-  const bool pf = (flags_ & kRegCPf) && (reg_b_ & kRegBPie);
-  const bool af = (flags_ & kRegCAf) && (reg_b_ & kRegBAie);
-  const bool uf = (flags_ & kRegCUf) && (reg_b_ & kRegBUie);
-  const bool irqf = pf || af || uf;
-  if (irqf && !irqf_) {
-    if (pf) ++stats_.periodic_irqs;
-    if (af) ++stats_.alarm_irqs;
-    if (uf) ++stats_.update_irqs;
-    irq_.pulse();
-  }
-  irqf_ = irqf;
-}
-
-std::uint32_t Mc146818Rtc::periodic_cycles() const noexcept {
-  const unsigned rs = reg_a_ & kRegARateMask;
-  if (rs == 0) return 0;
-  // Rates 1 and 2 would be faster than rate 3 (8192 Hz); with a 32.768 kHz time base the chip
-  // gives 256 Hz and 128 Hz instead (data sheet Table 5, note).
-  if (rs <= 2) return 1u << (rs + 6);
-  return 1u << (rs - 1);
-}
-
-void Mc146818Rtc::program_timer(Nanos host, bool force) noexcept {
-  const std::uint32_t periodic = periodic_cycles();
-  const bool pie = (reg_b_ & kRegBPie) && periodic != 0;
-  const bool updates = !set_mode() && (reg_b_ & (kRegBUie | kRegBAie));
-  if (!divider_running() || !(pie || updates)) {
-    if (timer_on_) {
-      timer_.cancel();
-      timer_on_ = false;
-    }
-    return;
-  }
-  // The periodic grid holds every second boundary (all rates divide 32768), so one timer at the
-  // periodic rate also serves the update and alarm checks.
-  const std::uint32_t cycles = pie ? periodic : kCyclesPerSecond;
-  if (timer_on_ && cycles == timer_cycles_ && !force) return;
-
-  arm_after(rtc_at(host), vm_timers_.clock().now(), cycles);
-}
-
-void Mc146818Rtc::arm_after(Nanos rtc, Nanos vm, std::uint32_t cycles) noexcept {
-  // The period in whole ns, rounded down when the exact one is not (rates 3-6: 1024 Hz is
-  // 976562.5 ns). Such a grid runs slightly fast, so it is laid out backwards from the next
-  // second boundary: expiries are at most (ticks per second) x (rounding) late - 2.56 us at
-  // 8192 Hz - and never early, and the one on the boundary is exact. on_timer() lays it out
-  // again at each boundary: one re-arm per second, and only for those rates.
-  const Nanos period{std::int64_t{cycles} * kNsPerSecond / kBaseHz};
-  const std::int64_t tps = ticks_per_second(cycles);
-  const std::int64_t k = grid_index(rtc, cycles) + 1;  // the first grid point after `rtc`
-  const std::int64_t second = floor_div(k, tps);
-  const std::int64_t j = k - second * tps;
-  const Nanos first =
-      j == 0 ? grid_point(k, cycles) : Nanos{(second + 1) * kNsPerSecond} - (tps - j) * period;
-  anchor_rtc_ = first;
-  anchor_vm_ = vm + (first - rtc);
-  timer_.arm_periodic(anchor_vm_, period);
-  timer_on_ = true;
-  timer_cycles_ = cycles;
-  ++stats_.timer_arms;
-}
-
-void Mc146818Rtc::on_timer(const timers::Timer::Expiry& expiry) {
-  std::lock_guard lock(mu_);
-  // Stale: cancelled, or re-armed after this expiry was taken off the list.
-  if (!timer_on_ || expiry.deadline < anchor_vm_) return;
-  const Nanos predicted = anchor_rtc_ + (expiry.deadline - anchor_vm_);
-  const std::int64_t k = grid_index(predicted, timer_cycles_);
-  const Nanos before = grid_point(k, timer_cycles_);
-  const Nanos after = grid_point(k + 1, timer_cycles_);
-  const Nanos target = predicted - before <= after - predicted ? before : after;
-
-  if (floor_mod(target.count(), kNsPerSecond) == 0) {
-    // Once a second, check the grid against the wall clock: vm_clock stops while the VM is
-    // paused and wall time does not, so the two drift apart; re-anchor when they have.
-    const Nanos host = host_clock_.now();
-    const Nanos late = vm_timers_.clock().now() - expiry.deadline;
-    const Nanos drift = rtc_at(host) - late - predicted;
-    if (drift > kResyncThreshold || drift < -kResyncThreshold) {
-      scan_flags(rtc_at(host), true);
-      program_timer(host, true);
-      return;
-    }
-    if (std::int64_t{timer_cycles_} * kNsPerSecond % kBaseHz != 0) {
-      arm_after(target, expiry.deadline + (target - predicted), timer_cycles_);
-    }
-  }
-  scan_flags(target, false);
 }
 
 }  // namespace minivmm::devices

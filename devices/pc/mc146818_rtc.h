@@ -33,6 +33,10 @@
 //
 // Threads: read()/write() on vCPU threads, the timer callback on the loop thread; mu_ guards
 // everything. Lock order: mu_ -> TimerList mutex. The IrqLine is called with mu_ held.
+//
+// Files: the register file in mc146818_rtc.cc, the flags and the interrupt timer in
+// mc146818_rtc_interrupts.cc, the register map (mc146818_rtc_regs.h) and the grid and calendar
+// arithmetic (mc146818_rtc_time.h) that both use.
 #pragma once
 
 #include <array>
@@ -43,6 +47,7 @@
 
 #include "devices/bus/irq_line.h"
 #include "devices/bus/port_io_device.h"
+#include "devices/bus/report_writer.h"
 #include "timers/clock.h"
 #include "timers/timer.h"
 #include "timers/timer_list.h"
@@ -59,9 +64,8 @@ struct RtcStats {
   std::uint64_t invalid_time_sets = 0;  // written times that were not a valid date (clamped)
 };
 
-class Mc146818Rtc final : public PortIoDevice {
+class Mc146818Rtc final : public PortIoDevice, public ReportingDevice {
  public:
-  static constexpr std::uint16_t kBase = 0x70;
   static constexpr std::uint16_t kPortCount = 2;
   static constexpr unsigned kIrq = 8;
   // RAM above this address lives above 4 GiB (the 32-bit MMIO hole starts here): the VMM's
@@ -79,6 +83,11 @@ class Mc146818Rtc final : public PortIoDevice {
   void write(std::uint16_t offset, std::span<const std::uint8_t> data) noexcept override;
 
   RtcStats stats() const;
+
+  // ReportingDevice: stats() under "rtc", all but invalid_time_sets (kept for the log and the
+  // tests; the report never had it).
+  std::string_view report_key() const noexcept override { return "rtc"; }
+  void report(ReportWriter& out) const override;
   // Bit 7 of the last index written: the chipset's NMI mask (stored; NMIs are not modelled).
   bool nmi_masked() const;
 

@@ -14,4 +14,6 @@ void PostPort::write(std::uint16_t offset, std::span<const std::uint8_t> data) n
   writes_.fetch_add(1, std::memory_order_relaxed);
 }
 
+void PostPort::report(ReportWriter& out) const { out.count("writes", writes()); }
+
 }  // namespace minivmm::devices

@@ -18,14 +18,12 @@
 #include <string_view>
 
 #include "devices/bus/port_io_device.h"
+#include "devices/bus/report_writer.h"
 
 namespace minivmm::devices {
 
-class PostPort final : public PortIoDevice {
+class PostPort final : public PortIoDevice, public ReportingDevice {
  public:
-  // Attach at port 0x80, length 1.
-  static constexpr std::uint16_t kPort = 0x80;
-
   std::string_view name() const noexcept override { return "post-port"; }
 
   void read(std::uint16_t offset, std::span<std::uint8_t> data) noexcept override;
@@ -33,6 +31,10 @@ class PostPort final : public PortIoDevice {
 
   std::uint8_t last_code() const noexcept { return last_code_.load(std::memory_order_relaxed); }
   std::uint64_t writes() const noexcept { return writes_.load(std::memory_order_relaxed); }
+
+  // ReportingDevice: writes under "post_port" (the last code is for logs, not the report).
+  std::string_view report_key() const noexcept override { return "post_port"; }
+  void report(ReportWriter& out) const override;
 
  private:
   std::atomic<std::uint8_t> last_code_{0};

@@ -109,6 +109,16 @@ UartStats Uart16550::stats() const {
   return stats_;
 }
 
+void Uart16550::report(ReportWriter& out) const {
+  const UartStats s = stats();
+  out.count("bytes_out", s.bytes_out);
+  out.count("sink_writes", s.sink_writes);
+  out.count("bytes_in", s.bytes_in);
+  out.count("rx_overruns", s.rx_overruns);
+  out.count("rx_timeouts", s.rx_timeouts);
+  out.count("bad_accesses", s.bad_accesses);
+}
+
 // An ISA device sees a wide access as consecutive byte cycles (the bus splits it), so a 16- or
 // 32-bit access touches the next registers too, with their side effects; past offset 7 nothing
 // answers and the bytes read as ones.

@@ -48,6 +48,7 @@
 #include "devices/bus/byte_sink.h"
 #include "devices/bus/irq_line.h"
 #include "devices/bus/port_io_device.h"
+#include "devices/bus/report_writer.h"
 #include "timers/timer.h"
 #include "timers/timer_list.h"
 
@@ -62,11 +63,10 @@ struct UartStats {
   std::uint64_t rx_timeouts = 0;   // character timeouts indicated (IIR 0x0C)
 };
 
-class Uart16550 final : public PortIoDevice {
+class Uart16550 final : public PortIoDevice, public ReportingDevice {
  public:
   // COM1 on a PC; the VMM attaches the device there.
   static constexpr timers::Nanos kFlushSlack{20'000'000};
-  static constexpr std::uint16_t kCom1Base = 0x3f8;
   static constexpr std::uint16_t kPortCount = 8;
   static constexpr unsigned kCom1Irq = 4;
 
@@ -110,6 +110,10 @@ class Uart16550 final : public PortIoDevice {
   void flush() noexcept;
 
   UartStats stats() const;
+
+  // ReportingDevice: the counters of stats() under "uart".
+  std::string_view report_key() const noexcept override { return "uart"; }
+  void report(ReportWriter& out) const override;
 
  private:
   std::uint8_t read_reg(std::uint16_t offset) noexcept;

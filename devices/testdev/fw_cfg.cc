@@ -105,4 +105,14 @@ FwCfgStats FwCfg::stats() const {
   return stats_;
 }
 
+void FwCfg::report(ReportWriter& out) const {
+  const FwCfgStats s = stats();
+  out.count("selects", s.selects);
+  out.count("unknown_selects", s.unknown_selects);
+  out.count("data_reads", s.data_reads);
+  out.count("reads_past_end", s.reads_past_end);
+  out.count("ignored_writes", s.ignored_writes);
+  out.count("bad_accesses", s.bad_accesses);
+}
+
 }  // namespace minivmm::devices

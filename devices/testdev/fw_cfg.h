@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "devices/bus/port_io_device.h"
+#include "devices/bus/report_writer.h"
 
 namespace minivmm::devices {
 
@@ -49,9 +50,8 @@ struct FwCfgStats {
   std::uint64_t bad_accesses = 0;     // widths QEMU does not decode
 };
 
-class FwCfg final : public PortIoDevice {
+class FwCfg final : public PortIoDevice, public ReportingDevice {
  public:
-  static constexpr std::uint16_t kPort = 0x510;
   static constexpr std::uint16_t kPortCount = 2;
 
   // Keys (QEMU include/standard-headers/linux/qemu_fw_cfg.h).
@@ -77,6 +77,10 @@ class FwCfg final : public PortIoDevice {
   void write(std::uint16_t offset, std::span<const std::uint8_t> data) noexcept override;
 
   FwCfgStats stats() const;
+
+  // ReportingDevice: stats() under "fw_cfg".
+  std::string_view report_key() const noexcept override { return "fw_cfg"; }
+  void report(ReportWriter& out) const override;
 
  private:
   void rebuild_directory();

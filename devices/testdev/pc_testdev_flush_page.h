@@ -25,7 +25,6 @@ namespace minivmm::devices {
 
 class PcTestdevFlushPage final : public PortIoDevice {
  public:
-  static constexpr std::uint16_t kPort = 0xe4;
   static constexpr std::uint16_t kPortCount = 4;
   static constexpr std::uint64_t kPageMask = ~std::uint64_t{0xfff};
 

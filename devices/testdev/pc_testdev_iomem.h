@@ -22,7 +22,6 @@ namespace minivmm::devices {
 
 class PcTestdevIomem final : public MmioDevice {
  public:
-  static constexpr std::uint64_t kBase = 0xff000000;
   static constexpr std::uint64_t kSize = 0x10000;
 
   std::string_view name() const noexcept override { return "pc-testdev-iomem"; }

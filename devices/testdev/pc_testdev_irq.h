@@ -33,7 +33,6 @@ struct PcTestdevIrqStats {
 
 class PcTestdevIrq final : public PortIoDevice {
  public:
-  static constexpr std::uint16_t kPort = 0x2000;
   static constexpr std::size_t kLines = 24;
   static constexpr std::uint16_t kPortCount = kLines;
 

@@ -22,8 +22,6 @@ namespace minivmm::devices {
 
 class PcTestdevPort final : public PortIoDevice {
  public:
-  static constexpr std::uint16_t kPort = 0xe0;
-  static constexpr std::uint16_t kBytePort = 0xe8;  // attach the same object here too
   static constexpr std::uint16_t kPortCount = 4;
 
   std::string_view name() const noexcept override { return "pc-testdev-ioport"; }

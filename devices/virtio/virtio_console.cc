@@ -203,4 +203,17 @@ VirtioConsoleStats VirtioConsole::stats() const {
   return stats_;
 }
 
+void VirtioConsole::report(ReportWriter& out) const {
+  const VirtioConsoleStats s = stats();
+  out.object("data", [&s](ReportWriter& data) {
+    data.count("tx_chains", s.tx_chains);
+    data.count("tx_bytes", s.tx_bytes);
+    data.count("rx_chains", s.rx_chains);
+    data.count("rx_bytes", s.rx_bytes);
+    data.count("rx_full", s.rx_full);
+    data.count("tx_capped", s.tx_capped);
+    data.count("tx_resumes", s.tx_resumes);
+  });
+}
+
 }  // namespace minivmm::devices

@@ -89,6 +89,9 @@ class VirtioConsole final : public VirtioDevice, public ConsoleRxPort {
   void flush_transmit() noexcept;
 
   VirtioConsoleStats stats() const;
+  // stats() as the report's "data" object (the port's traffic), beside the transport's
+  // counters.
+  void report(ReportWriter& out) const override;
 
  private:
   // One turn; true if it stopped at the cap with work left (then the caller calls the hook).

@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "devices/bus/guest_memory.h"
+#include "devices/bus/report_writer.h"
 #include "devices/virtio/virtqueue.h"
 
 namespace minivmm::devices {
@@ -63,6 +64,11 @@ class VirtioDevice {
   // on_completion_fd() when it is (virtio-blk's io_uring completions); -1: none.
   virtual int completion_fd() const noexcept { return -1; }
   virtual void on_completion_fd() noexcept {}
+
+  // The device's own counters for the run report, written into the object that holds its
+  // transport's (VirtioMmioTransport::report()); the VMM names that object after the device's
+  // slot (virtio_blk0), so a virtio device has no report key of its own. Any thread.
+  virtual void report(ReportWriter& /*out*/) const {}
 };
 
 }  // namespace minivmm::devices

@@ -314,4 +314,30 @@ VirtioMmioStats VirtioMmioTransport::stats() const {
   return s;
 }
 
+void VirtioMmioTransport::report(ReportWriter& out) const {
+  const VirtioMmioStats s = stats();
+  out.count("notifies_vcpu", s.notifies_vcpu);
+  out.count("notifies_ioeventfd", s.notifies_eventfd);
+  out.count("bad_notifies", s.bad_notifies);
+  out.count("interrupts", s.interrupts);
+  out.count("config_interrupts", s.config_interrupts);
+  out.count("resets", s.resets);
+  out.count("features_refused", s.features_refused);
+  out.count("needs_reset", s.needs_reset);
+  out.count("bad_accesses", s.bad_accesses);
+  out.list("queues", s.queues.size(), [&s](std::size_t i, ReportWriter& queue) {
+    const VirtqueueStats& q = s.queues[i];
+    queue.count("chains", q.chains);
+    queue.count("descriptors", q.descriptors);
+    queue.count("used", q.used);
+    queue.count("interrupts_suppressed", q.interrupts_suppressed);
+    queue.object("errors", [&q](ReportWriter& errors) {
+      for (std::size_t e = 0; e < q.errors.size(); ++e) {
+        if (q.errors[e] == 0) continue;
+        errors.count(queue_error_name(static_cast<QueueError>(e)), q.errors[e]);
+      }
+    });
+  });
+}
+
 }  // namespace minivmm::devices

@@ -38,6 +38,7 @@
 #include "devices/bus/guest_memory.h"
 #include "devices/bus/irq_line.h"
 #include "devices/bus/mmio_device.h"
+#include "devices/bus/report_writer.h"
 #include "devices/virtio/virtio_device.h"
 #include "devices/virtio/virtqueue.h"
 
@@ -98,6 +99,11 @@ class VirtioMmioTransport final : public MmioDevice, private VirtioQueueHost {
   std::uint64_t offered_features() const noexcept { return offered_; }
   std::uint32_t status() const noexcept;
   VirtioMmioStats stats() const;
+  // The transport's counters for the run report, under the report's names (notifies_eventfd
+  // is notifies_ioeventfd there), and "queues": one object per queue, with its errors by name
+  // (only those that happened). The VMM adds what its wiring knows (the window's base, the
+  // GSI, the eventfd reads), the device its own (VirtioDevice::report()). Any thread.
+  void report(ReportWriter& out) const;
 
  private:
   // VirtioQueueHost

@@ -79,8 +79,8 @@ class DebugPortsRig final : public Rig {
   std::uint64_t exit_writes_ = 0;
   std::uint64_t post_writes_ = 0;
   const std::array<Slot, 2> slots_ = {
-      Slot{&debug_exit_, devices::DebugExit::kPortCount, devices::DebugExit::kPort},
-      Slot{&post_, 1, devices::PostPort::kPort}};
+      // Where the PC board puts them (vmm/machine/pc_board.cc).
+      Slot{&debug_exit_, devices::DebugExit::kPortCount, 0xf4}, Slot{&post_, 1, 0x80}};
 };
 
 }  // namespace minivmm::fuzz

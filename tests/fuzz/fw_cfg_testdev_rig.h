@@ -34,11 +34,11 @@ class FwCfgTestdevRig final : public Rig {
     selected_ = 0xffff;
     for (std::size_t i = 0; i < lines_.size(); ++i) wires_[i] = &lines_[i];
     irq_ = std::make_unique<devices::PcTestdevIrq>(wires_);
-    slots_ = {Slot{&fw_cfg_, devices::FwCfg::kPortCount, devices::FwCfg::kPort},
-              Slot{&echo_, devices::PcTestdevPort::kPortCount, devices::PcTestdevPort::kPort},
-              Slot{&flush_, devices::PcTestdevFlushPage::kPortCount,
-                   devices::PcTestdevFlushPage::kPort},
-              Slot{irq_.get(), devices::PcTestdevIrq::kPortCount, devices::PcTestdevIrq::kPort}};
+    // At QEMU's places, as the PC board puts them with --testdev (vmm/machine/pc_board.cc).
+    slots_ = {Slot{&fw_cfg_, devices::FwCfg::kPortCount, 0x510},
+              Slot{&echo_, devices::PcTestdevPort::kPortCount, 0xe0},
+              Slot{&flush_, devices::PcTestdevFlushPage::kPortCount, 0xe4},
+              Slot{irq_.get(), devices::PcTestdevIrq::kPortCount, 0x2000}};
   }
 
   std::span<const Slot> slots() const noexcept override { return slots_; }

@@ -103,8 +103,9 @@ class I8042Rig final : public Rig {
   std::uint64_t reset_reads_ = 0;
   std::uint64_t resets_ = 0;
   const std::array<Slot, 3> slots_ = {Slot{&kbd_, devices::I8042::kPortCount, std::nullopt},
-                                      Slot{&kbd_.data_port(), 1, devices::I8042::kDataPort},
-                                      Slot{&kbd_.command_port(), 1, devices::I8042::kCommandPort}};
+                                      // Where the PC board puts them (vmm/machine/pc_board.cc).
+                                      Slot{&kbd_.data_port(), 1, 0x60},
+                                      Slot{&kbd_.command_port(), 1, 0x64}};
 };
 
 }  // namespace minivmm::fuzz

@@ -30,7 +30,7 @@ class I8254PitRig final : public Rig {
                                                : devices::LostTickPolicy::kDelay),
         pit_(env.vm_timers(), irq0_, policy_) {
     // The IRQ0 timer's period floor, and the owed-tick retry timer's 25 us floor
-    // (i8254_pit.cc kMinRetryDelay).
+    // (TickDelivery::kMinRetryDelay).
     env.add_timer_rate(1e9 / static_cast<double>(devices::I8254Pit::kMinIrqPeriod.count()));
     env.add_timer_rate(1e9 / 25'000.0);
   }
@@ -98,8 +98,8 @@ class I8254PitRig final : public Rig {
   devices::I8254SpeakerPort speaker_{pit_};
   std::uint8_t port61_ = 0;
   const std::array<Slot, 2> slots_ = {
-      Slot{&pit_, devices::I8254Pit::kPortCount, devices::I8254Pit::kBasePort},
-      Slot{&speaker_, 1, devices::I8254SpeakerPort::kPort}};
+      // Where the PC board puts them (vmm/machine/pc_board.cc).
+      Slot{&pit_, devices::I8254Pit::kPortCount, 0x40}, Slot{&speaker_, 1, 0x61}};
 };
 
 }  // namespace minivmm::fuzz

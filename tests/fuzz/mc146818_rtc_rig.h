@@ -257,7 +257,7 @@ class Mc146818RtcRig final : public Rig {
   std::uint64_t edges_since_ack_ = 0;
   bool edge_unacked_ = false;
   const std::array<Slot, 1> slots_ = {
-      Slot{&rtc_, devices::Mc146818Rtc::kPortCount, devices::Mc146818Rtc::kBase}};
+      Slot{&rtc_, devices::Mc146818Rtc::kPortCount, 0x70}};  // the board's place for it
 };
 
 }  // namespace minivmm::fuzz

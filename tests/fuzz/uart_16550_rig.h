@@ -173,7 +173,7 @@ class Uart16550Rig final : public Rig {
   std::uint64_t offered_ = 0;
   std::uint64_t hook_calls_ = 0;
   const std::array<Slot, 1> slots_ = {
-      Slot{&uart_, devices::Uart16550::kPortCount, devices::Uart16550::kCom1Base}};
+      Slot{&uart_, devices::Uart16550::kPortCount, 0x3f8}};  // COM1, where the board puts it
 };
 
 }  // namespace minivmm::fuzz

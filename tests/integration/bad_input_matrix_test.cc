@@ -34,7 +34,7 @@
 #include "timers/timer_list.h"
 #include "vmm/control/control_socket.h"
 #include "vmm/kvm/guest_ram_mapping.h"
-#include "vmm/boot/kernel_loader.h"
+#include "vmm/boot/guest_kernel_loader.h"
 #include "vmm/host/mapped_file.h"
 #include "vmm/vmm_error.h"
 
@@ -409,7 +409,7 @@ TEST(BadInputMatrixTest, BadKernelImagesInProcessLeakNoFd) {
   // Sanity: the untruncated images load, so each failure below is the damage's doing.
   for (const auto& good : {bzimage(), pvh_elf(), multiboot_elf()}) {
     vmm::GuestRamMapping ram(64ull << 20);
-    EXPECT_NO_THROW(vmm::load_kernel(ram.memory(), good, "", {}));
+    EXPECT_NO_THROW(vmm::load_guest_kernel(ram.memory(), good, "", {}));
   }
   TempDir dir;
   for (const ImageCase& ic : bad_images()) {
@@ -419,7 +419,7 @@ TEST(BadInputMatrixTest, BadKernelImagesInProcessLeakNoFd) {
       const auto image = vmm::MappedFile::open("--kernel", path, vmm::ExitCode::kBadKernel,
                                                 {3ull << 30, vmm::ExitCode::kBadKernel, "3 GiB"});
       vmm::GuestRamMapping ram(64ull << 20);
-      vmm::load_kernel(ram.memory(), image.bytes(), "", {});
+      vmm::load_guest_kernel(ram.memory(), image.bytes(), "", {});
       ADD_FAILURE() << ic.name << ": accepted";
     } catch (const vmm::VmmError& e) {
       EXPECT_EQ(e.code(), vmm::ExitCode::kBadKernel) << ic.name << ": " << e.what();

@@ -206,6 +206,21 @@ INSTANTIATE_TEST_SUITE_P(PitTick, BootIoapicTest, ::testing::Values("loop", "ker
 // The guest's own failure paths judged by status and console alone (an exception ends with
 // 255, irq=ioapic without the PIT is refused) are tests/testrun/boot.toml.
 
+// A guest kernel's panic through pvpanic (port 0x505) ends the run at once with exit code 16,
+// said in the report, instead of running on to a timeout (issue 22).
+TEST(BootFailureTest, AGuestPanicThroughPvpanicEndsTheRunWithItsOwnCode) {
+  SKIP_WITHOUT_KVM();
+  const RunResult r = run_minivmm({"run", "--kernel", guest_image(), "--cmdline", "panic",
+                                   "--duration", "30", "--no-console-input"});
+  EXPECT_EQ(r.term_signal, 0);
+  EXPECT_EQ(r.exit_code, 16) << r.err;
+  EXPECT_NE(r.out.find("minivmm-guest: panic"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("nothing took the pvpanic write"), std::string::npos) << r.out;
+  ASSERT_TRUE(r.stats.has_value()) << r.err;
+  EXPECT_EQ((*r.stats)["exit"]["reason"], "guest panicked (pvpanic)");
+  EXPECT_EQ((*r.stats)["devices"]["pvpanic"]["panics"], 1);
+}
+
 TEST(BootFailureTest, InstructionKvmCannotRunGivesACleanReport) {
   SKIP_WITHOUT_KVM();
   const RunResult r =

@@ -71,17 +71,23 @@ TEST_P(BootControlStormTest, ThousandsOfConcurrentPauseResumeStatsLeaveAGuestTha
   ASSERT_TRUE(client.connected());
   ASSERT_TRUE(client.call("resume").value("ok", false));
   const auto before = client.call("stats");
-  std::this_thread::sleep_for(500ms);
-  const auto after = client.call("stats");
   ASSERT_FALSE(before.is_discarded());
-  ASSERT_FALSE(after.is_discarded());
+  EXPECT_FALSE(before["stats"]["time"]["paused"].get<bool>());
   if (mode != "kvm") {  // KVM's PIT counts its ticks where minivmm cannot see them
+    // Ticking again: 100 more ticks (0.4 s at 250 Hz), waited for as long as a busy host needs
+    // rather than counted in a fixed window (a stalled guest never gets there).
     const auto ticks = [](const nlohmann::json& r) {
       return r["stats"]["guest"]["ticks_injected"].get<std::uint64_t>();
     };
-    EXPECT_GT(ticks(after) - ticks(before), 50u) << "the guest stopped ticking after the storm";
+    std::uint64_t gained = 0;
+    for (int i = 0; i < 200 && gained < 100; ++i) {
+      std::this_thread::sleep_for(50ms);
+      const auto now = client.call("stats");
+      ASSERT_FALSE(now.is_discarded());
+      gained = ticks(now) - ticks(before);
+    }
+    EXPECT_GE(gained, 100u) << "the guest stopped ticking after the storm";
   }
-  EXPECT_FALSE(after["stats"]["time"]["paused"].get<bool>());
 
   EXPECT_TRUE(client.call("quit").value("ok", false));
   RunResult res = finish_minivmm(child, 30);

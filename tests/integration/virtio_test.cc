@@ -48,7 +48,7 @@ std::vector<std::uint64_t> read_words(const std::string& path, std::uint64_t off
   return w;
 }
 
-// guest/kernel.c fnv64_words over the whole file.
+// guest/virtio.c fnv64_words over the whole file.
 std::string guest_checksum(const std::string& path) {
   std::uint64_t c = 0xcbf29ce484222325ull;
   for (std::uint64_t off = 0; off < kDiskBytes; off += 1 << 20) {

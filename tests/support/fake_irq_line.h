@@ -40,6 +40,7 @@ class FakeIrqLine final : public devices::IrqLine {
   }
   bool pulse_checked() noexcept override {
     std::lock_guard lock(mu_);
+    ++checked_;
     if (model_) {
       if (pending_ || in_service_) {
         ++coalesced_;
@@ -107,6 +108,8 @@ class FakeIrqLine final : public devices::IrqLine {
   // Makes the next `n` pulse_checked() calls report coalescing.
   void coalesce_next(int n) { std::lock_guard lock(mu_); coalesce_next_ = n; }
   int coalesced() const { std::lock_guard lock(mu_); return coalesced_; }
+  // pulse_checked() calls, accepted or not: the catch-up path, not the plain tick.
+  int checked() const { std::lock_guard lock(mu_); return checked_; }
 
  private:
   mutable std::mutex mu_;
@@ -115,6 +118,7 @@ class FakeIrqLine final : public devices::IrqLine {
   int rising_edges_ = 0;
   int coalesce_next_ = 0;
   int coalesced_ = 0;
+  int checked_ = 0;
   std::vector<bool> levels_;
   bool model_ = false;
   bool pending_ = false;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "vmm/boot/acpi_structs.h"
+#include "vmm/boot/aml.h"
 #include "vmm/boot/boot_error.h"
 #include "vmm/boot/boot_layout.h"
 #include "vmm/boot/boot_placement.h"
@@ -99,10 +100,21 @@ void seal(std::vector<std::byte>& table) {
   table[kChecksumOffset] = std::byte{checksum_of(table.data(), table.size())};
 }
 
-std::vector<std::byte> build_dsdt() {
-  // Header only: no AML devices yet. Linux enumerates the legacy ISA devices without them.
+// Linux enumerates the legacy ISA devices (UART, PIT, RTC, i8042) without AML. What it finds
+// only here is the pvpanic device: QEMU's _HID and its one port (devices/pc/pvpanic.h, at its
+// slot in vmm/machine/pc_board.cc), as QEMU's hw/misc/pvpanic-isa.c describes it.
+std::vector<std::byte> build_dsdt(const AcpiConfig& config) {
+  aml::Bytes code;
+  if (config.pvpanic_port) {
+    aml::Bytes body = aml::name_string("_HID", "QEMU0001");
+    const aml::Bytes crs = aml::crs_io_ports(*config.pvpanic_port, 1);
+    body.insert(body.end(), crs.begin(), crs.end());
+    code = aml::scope("\\_SB_", aml::device("PEVT", body));
+  }
   std::vector<std::byte> t;
-  append(t, make_header("DSDT", sizeof(SdtHeader), kDsdtRevision));
+  append(t, make_header("DSDT", static_cast<std::uint32_t>(sizeof(SdtHeader) + code.size()),
+                        kDsdtRevision));
+  for (std::uint8_t b : code) t.push_back(std::byte{b});
   seal(t);
   return t;
 }
@@ -222,7 +234,7 @@ AcpiTables write_acpi_tables(const devices::GuestMemory& mem, const AcpiConfig& 
   }
 
   // Sizes are known up front, so lay the tables out first and build pointers into them.
-  const auto dsdt = build_dsdt();
+  const auto dsdt = build_dsdt(config);
   const auto facs = build_facs();
   const auto madt = build_madt(config);
   constexpr std::size_t kXsdtEntries = 2;  // FADT, MADT

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "devices/bus/guest_memory.h"
 
@@ -21,6 +22,8 @@ struct AcpiConfig {
   // guest then has no ACPI power-off/sleep; Linux logs a firmware warning and boots on.
   std::uint16_t pm1a_evt_port = 0;
   std::uint16_t pm1a_cnt_port = 0;
+  // QEMU's pvpanic (_HID QEMU0001) at this I/O port, in the DSDT; none without it.
+  std::optional<std::uint16_t> pvpanic_port;
 };
 
 // Guest-physical addresses of what write_acpi_tables wrote.

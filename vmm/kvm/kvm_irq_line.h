@@ -39,6 +39,7 @@ class KvmIrqLine final : public devices::IrqLine {
   void stop_acknowledgements() noexcept override;
 
   IrqInject inject() const noexcept { return inject_; }
+  std::uint32_t gsi() const noexcept { return gsi_; }
 
  private:
   const Vm& vm_;

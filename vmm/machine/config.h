@@ -12,6 +12,7 @@
 #include "vmm/host/cpu_affinity.h"
 #include "vmm/vcpu/cpuid_policy.h"
 #include "vmm/cli/drive_spec.h"
+#include "vmm/cli/net_spec.h"
 #include "vmm/sandbox/seccomp_mode.h"
 
 namespace minivmm::vmm {
@@ -22,8 +23,8 @@ enum class PitMode { kUser, kKvm };
 // it raises IRQ0, the vCPU wakes for the interrupt), the vCPU thread itself (a POSIX timer
 // signal interrupts KVM_RUN: one thread wakeup per tick instead of two), or the host kernel
 // (the next edges armed ahead on timerfds whose AIO polls signal an irqfd: no thread of ours
-// wakes per tick).
-enum class PitTick { kLoop, kVcpu, kKernel };
+// wakes per tick). On the command line: loop, vcpu, kernel.
+enum class PitTick { kLoop, kVcpu, kHostKernel };
 
 struct Config {
   std::string kernel_path;
@@ -32,7 +33,7 @@ struct Config {
   std::uint64_t memory_bytes = 64ull << 20;
   std::uint32_t cpus = 1;  // vCPUs, 1..kMaxVcpus; vCPU 0 boots, the others wait for SIPI
   PitMode pit = PitMode::kUser;
-  PitTick pit_tick = PitTick::kKernel;
+  PitTick pit_tick = PitTick::kHostKernel;
   std::optional<double> duration_s;  // stop after this long (rt_clock)
   std::string stats_path;            // "" none, "-" stdout
   bool quiet_summary = false;
@@ -57,6 +58,13 @@ struct Config {
   // virtio-mmio devices (docs/virtio.md): --drive (virtio-blk, one per flag) and --console.
   std::vector<DriveSpec> drives;
   bool virtio_console = false;  // --console virtio: the guest console is virtio-console
+  // --net: a virtio-net device each (docs/network.md), after the console and the disks.
+  std::vector<NetSpec> nets;
+
+  // The virtio-mmio devices in board order: the console, the disks, the NICs.
+  std::size_t virtio_devices() const noexcept {
+    return (virtio_console ? 1 : 0) + drives.size() + nets.size();
+  }
   // --testdev: QEMU's fw_cfg and pc-testdev (kvm-unit-tests' devices), its ports and its 24
   // IRQ lines; off, a guest cannot drive arbitrary GSIs.
   bool testdev = false;

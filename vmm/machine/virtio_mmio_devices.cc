@@ -10,6 +10,7 @@
 
 #include "devices/log/log.h"
 #include "loop/poller.h"
+#include "vmm/report/json_report_writer.h"
 #include "vmm/vmm_error.h"
 
 namespace minivmm::vmm {
@@ -104,40 +105,16 @@ std::string VirtioMmioDevices::cmdline_for(std::size_t count) {
   return out;
 }
 
-nlohmann::json VirtioMmioDevices::stats_json() const {
-  nlohmann::json j = nlohmann::json::object();
+void VirtioMmioDevices::report(nlohmann::json& devices) const {
   for (const auto& slot : slots_) {
-    const devices::VirtioMmioStats s = slot->transport->stats();
-    nlohmann::json queues = nlohmann::json::array();
-    for (const devices::VirtqueueStats& q : s.queues) {
-      nlohmann::json errors = nlohmann::json::object();
-      for (std::size_t e = 0; e < q.errors.size(); ++e) {
-        if (q.errors[e] != 0) {
-          errors[std::string(devices::queue_error_name(static_cast<devices::QueueError>(e)))] =
-              q.errors[e];
-        }
-      }
-      queues.push_back({{"chains", q.chains},
-                        {"descriptors", q.descriptors},
-                        {"used", q.used},
-                        {"interrupts_suppressed", q.interrupts_suppressed},
-                        {"errors", errors}});
-    }
-    j[slot->label] = {{"mmio_base", fmt::format("{:#x}", slot->base)},
-                      {"gsi", slot->gsi},
-                      {"notifies_ioeventfd", s.notifies_eventfd},
-                      {"notifies_vcpu", s.notifies_vcpu},
-                      {"eventfd_reads", slot->eventfd_reads},
-                      {"bad_notifies", s.bad_notifies},
-                      {"interrupts", s.interrupts},
-                      {"config_interrupts", s.config_interrupts},
-                      {"resets", s.resets},
-                      {"features_refused", s.features_refused},
-                      {"needs_reset", s.needs_reset},
-                      {"bad_accesses", s.bad_accesses},
-                      {"queues", queues}};
+    // One object per slot: the transport's counters, the device's own, and where KVM wired it.
+    JsonReportWriter w(devices["virtio_" + slot->label]);
+    slot->transport->report(w);
+    slot->device->report(w);
+    w.text("mmio_base", fmt::format("{:#x}", slot->base));
+    w.count("gsi", slot->gsi);
+    w.count("eventfd_reads", slot->eventfd_reads);
   }
-  return j;
 }
 
 }  // namespace minivmm::vmm

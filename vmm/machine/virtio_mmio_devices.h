@@ -56,8 +56,9 @@ class VirtioMmioDevices {
   // loaded (with it on its command line) before KVM is opened. Throws VmmError(kUsage) past
   // kMaxDevices.
   static std::string cmdline_for(std::size_t count);
-  // Transport counters of every device, by label (device counters are added by the Machine).
-  nlohmann::json stats_json() const;
+  // Every device's counters under "virtio_<label>": its transport's, its own, and its
+  // window, GSI and eventfd reads.
+  void report(nlohmann::json& devices) const;
 
  private:
   // Device i's register window: the one formula add() and cmdline_for() share.

@@ -27,6 +27,17 @@ void JsonReportWriter::object(std::string_view key,
   fill(child);
 }
 
+void JsonReportWriter::list(std::string_view key, std::size_t count,
+                            const std::function<void(std::size_t, devices::ReportWriter&)>& fill) {
+  nlohmann::json& items = j_[std::string(key)] = nlohmann::json::array();
+  for (std::size_t i = 0; i < count; ++i) {
+    items.push_back(nlohmann::json::object());
+    // A vector's elements move as it grows: write each before the next is added.
+    JsonReportWriter item(items.back());
+    fill(i, item);
+  }
+}
+
 void JsonReportWriter::add_device(nlohmann::json& devices, const devices::ReportingDevice& device) {
   JsonReportWriter w(devices[std::string(device.report_key())]);
   device.report(w);

@@ -18,6 +18,8 @@ class JsonReportWriter final : public devices::ReportWriter {
   void text(std::string_view key, std::string_view value) override;
   void object(std::string_view key,
               const std::function<void(devices::ReportWriter&)>& fill) override;
+  void list(std::string_view key, std::size_t count,
+            const std::function<void(std::size_t, devices::ReportWriter&)>& fill) override;
 
   // Each device under its report_key().
   static void add_device(nlohmann::json& devices, const devices::ReportingDevice& device);

@@ -81,7 +81,7 @@ struct RunReport {
   nlohmann::json vcpu_timers;         // --pit-tick vcpu: the vCPU's timer passes; null otherwise
   std::uint64_t console_writes = 0;   // vCPU/loop thread: write(2) of guest console output
   std::map<std::string, std::uint64_t> kvm_exits;      // by reason
-  std::map<std::string, nlohmann::json> devices;       // per-device stats
+  nlohmann::json devices = nlohmann::json::object();  // per device, under its report key
   nlohmann::json auto_poller;   // --poll auto: its decisions and why; null otherwise
   nlohmann::json api_socket;    // --api-socket counters; null otherwise
   // --seccomp: the mode and, per thread kind, how many threads loaded a filter and its rules.

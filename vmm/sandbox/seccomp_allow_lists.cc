@@ -57,14 +57,31 @@ void allow_irq_line(SyscallAllowList& l, const SeccompFacts& facts) {
   l.allow_ioctl(facts.vm_fd, KVM_IRQ_LINE_STATUS);
 }
 
-// --pit-tick kernel: KernelPulseTrain opens a generation (eventfd, irqfd, timerfds armed on
+// --pit-tick kernel: HostKernelPulseTrain opens a generation (eventfd, irqfd, timerfds armed on
 // the grid, AIO polls) when the guest programs the PIT (vCPU) or on resume (loop), refills on
 // the loop, and closes one on reprogramming, pause and teardown.
 void allow_pulse_train(SyscallAllowList& l, const SeccompFacts& facts) {
-  if (!facts.pit_tick_kernel) return;
+  if (!facts.pit_tick_host_kernel) return;
   l.allow({SYS_eventfd2, SYS_timerfd_create, SYS_timerfd_settime, SYS_io_setup, SYS_io_submit,
            SYS_io_getevents, SYS_io_cancel, SYS_read, SYS_close});
   l.allow_ioctl(facts.vm_fd, KVM_IRQFD);
+}
+
+// --net (docs/network.md, "Seccomp"): the loop moves every frame. A TAP is read, and written
+// with a zeroed virtio-net header in front of each frame (writev). libslirp runs inside the
+// loop's calls into it and makes the host side of each guest flow: sockets of its own (TCP and
+// UDP; a raw ICMP socket as its ping fallback), their options and addresses, the data, and
+// /etc/resolv.conf at the guest's first DNS query (openat, newfstatat and read, in the loop's
+// list already).
+void allow_network(SyscallAllowList& l, const SeccompFacts& facts) {
+  if (facts.net_tap) l.allow(SYS_writev);
+  if (!facts.net_user) return;
+  l.allow({SYS_socket, SYS_connect, SYS_bind, SYS_listen, SYS_accept, SYS_accept4,
+           SYS_getsockname, SYS_getpeername, SYS_getsockopt, SYS_setsockopt, SYS_shutdown,
+           SYS_sendto, SYS_recvfrom, SYS_recvmsg, SYS_sendmsg});
+  l.allow_ioctl(SyscallAllowList::kAnyFd, FIONREAD);
+  l.allow_fcntl(F_GETFL);
+  l.allow_fcntl(F_SETFL);
 }
 
 }  // namespace
@@ -101,7 +118,7 @@ SyscallAllowList loop_allow_list(const SeccompFacts& facts) {
   }
   allow_irq_line(l, facts);
   allow_pulse_train(l, facts);
-  if (facts.pit_tick_kernel) l.allow(SYS_io_destroy);  // the train's AIO context, at teardown
+  if (facts.pit_tick_host_kernel) l.allow(SYS_io_destroy);  // the train's AIO context, at teardown
   // virtio-blk on io_uring: requests submitted after an ioeventfd notification, and the wait
   // for those still on the ring at reset or teardown. The ring was set up (io_uring_setup,
   // io_uring_register) before any filter, and refuses io_uring_register once enabled.
@@ -109,6 +126,7 @@ SyscallAllowList loop_allow_list(const SeccompFacts& facts) {
   // Teardown: irqfds and ioeventfds unbound as their owners go.
   l.allow_ioctl(facts.vm_fd, KVM_IRQFD);
   l.allow_ioctl(facts.vm_fd, KVM_IOEVENTFD);
+  allow_network(l, facts);
   // The terminal given back (ConsoleInput::restore_terminal; reading it: isatty).
   l.allow_ioctl(STDIN_FILENO, TCGETS);
   l.allow_ioctl(STDIN_FILENO, TCSETS);
@@ -118,7 +136,7 @@ SyscallAllowList loop_allow_list(const SeccompFacts& facts) {
 SyscallAllowList vcpu_allow_list(const SeccompFacts& facts, int vcpu_fd) {
   SyscallAllowList l = common_list(facts);
   l.allow_ioctl(vcpu_fd, KVM_RUN);
-  // Vcpu::report_failure, before a triple fault or an emulation failure ends the run.
+  // log_crash_report (vcpu/vcpu_crash_report.h), before a triple fault or an emulation failure ends the run.
   l.allow_ioctl(vcpu_fd, KVM_GET_REGS);
   l.allow_ioctl(vcpu_fd, KVM_GET_SREGS);
   l.allow_ioctl(vcpu_fd, KVM_TRANSLATE);

@@ -15,7 +15,7 @@ namespace minivmm::vmm {
 struct SeccompFacts {
   int vm_fd = -1;
   bool pit_tick_vcpu = false;    // --pit-tick vcpu: vCPU 0 runs the PIT's timers itself
-  bool pit_tick_kernel = false;  // --pit-tick kernel: the pulse train (AIO polls on timerfds)
+  bool pit_tick_host_kernel = false;  // --pit-tick kernel: the pulse train (AIO polls on timerfds)
   bool alarm_posix_timer = false;  // --alarm dynticks: timer_settime + signalfd
   bool alarm_timerfd = false;      // --alarm timerfd / periodic
   bool poll_ppoll = false;         // --poll ppoll or auto
@@ -23,6 +23,8 @@ struct SeccompFacts {
   bool poll_timerfd = false;       // --poll timerfd-epoll or auto: the wait's timeout in a timerfd
   bool control_socket = false;     // --api-socket
   bool blk_uring = false;          // a virtio-blk disk on io_uring (set when one was created)
+  bool net_tap = false;            // --net tap=, tap-fd=: a TAP descriptor on the loop
+  bool net_user = false;           // --net user: libslirp's sockets on the loop
   // A sanitizer runtime shares every thread (MINIVMM_SANITIZER_RUNTIME): its own syscalls.
   bool sanitizer_runtime = false;
 };

@@ -1,6 +1,7 @@
+// The vCPU thread (vcpu.h): start, kick, the KVM_RUN loop with its pause and stop checks, and the
+// stats. Register set-up, exit handling and the crash report are called from here and live in
+// x86_vcpu_setup.cc, vcpu_exits.cc and vcpu_crash_report.cc.
 #include "vmm/vcpu/vcpu.h"
-
-#include <algorithm>
 
 #include <signal.h>
 #include <sys/ioctl.h>
@@ -9,15 +10,14 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
-#include <memory>
 #include <system_error>
-
-#include <fmt/core.h>
 
 #include "devices/log/log.h"
 #include "timers/syscall_counters.h"
 #include "vmm/host/cpu_affinity.h"
 #include "vmm/kvm/kvm.h"
+#include "vmm/vcpu/vcpu_crash_report.h"
+#include "vmm/vcpu/x86_vcpu_setup.h"
 #include "vmm/vmm_error.h"
 
 namespace minivmm::vmm {
@@ -35,42 +35,10 @@ void install_kick_handler() {
   (void)installed;
 }
 
-kvm_segment to_kvm(const SegmentState& s) {
-  kvm_segment k{};
-  k.base = s.base;
-  k.limit = s.limit;
-  k.selector = s.selector;
-  k.type = s.type;
-  k.present = s.present ? 1 : 0;
-  k.dpl = s.dpl;
-  k.db = s.db ? 1 : 0;
-  k.s = s.s ? 1 : 0;
-  k.l = s.l ? 1 : 0;
-  k.g = s.g ? 1 : 0;
-  k.unusable = s.present ? 0 : 1;
-  return k;
-}
-
 }  // namespace
 
 // A real-time signal whose only job is to make KVM_RUN return EINTR; the handler does nothing.
 int Vcpu::kick_signal() noexcept { return SIGRTMIN + 4; }
-
-std::string_view vcpu_exit_name(VcpuExit e) noexcept {
-  switch (e) {
-    case VcpuExit::kIo: return "io";
-    case VcpuExit::kMmio: return "mmio";
-    case VcpuExit::kHlt: return "hlt";
-    case VcpuExit::kShutdown: return "shutdown";
-    case VcpuExit::kInternalError: return "internal_error";
-    case VcpuExit::kFailEntry: return "fail_entry";
-    case VcpuExit::kSystemEvent: return "system_event";
-    case VcpuExit::kInterrupted: return "interrupted";
-    case VcpuExit::kOther: return "other";
-    case VcpuExit::kCount: break;
-  }
-  return "?";
-}
 
 Vcpu::Vcpu(const Vm& vm, int index, devices::IoBus& io, StopCallback on_stop)
     : vm_(vm), index_(index), io_(io), on_stop_(std::move(on_stop)) {
@@ -88,113 +56,12 @@ Vcpu::~Vcpu() {
   if (run_) ::munmap(run_, run_size_);
 }
 
-void Vcpu::set_cpuid(const std::vector<kvm_cpuid_entry2>& cpuid) {
-  {
-    // The kernel's layout: u32 nent, u32 padding, then the entries at offset 8 — not where
-    // g++ puts `kvm_cpuid2::entries` (see kvm.h).
-    const std::size_t bytes = kKvmCpuid2HeaderSize + cpuid.size() * sizeof(kvm_cpuid_entry2);
-    auto buf = std::make_unique<std::byte[]>(bytes);
-    auto* c = reinterpret_cast<kvm_cpuid2*>(buf.get());
-    c->nent = static_cast<__u32>(cpuid.size());
-    auto* entries = reinterpret_cast<kvm_cpuid_entry2*>(buf.get() + kKvmCpuid2HeaderSize);
-    std::memcpy(entries, cpuid.data(), cpuid.size() * sizeof(kvm_cpuid_entry2));
-    for (__u32 i = 0; i < c->nent; ++i) {
-      kvm_cpuid_entry2& e = entries[i];
-      // The APIC id this vCPU reports must match its KVM vcpu id.
-      if (e.function == 1) e.ebx = (e.ebx & 0x00ffffffu) | (static_cast<__u32>(index_) << 24);
-      if (e.function == 0xb || e.function == 0x1f) e.edx = static_cast<__u32>(index_);
-    }
-    if (::ioctl(fd_.get(), kKvmSetCpuid2, c) < 0) throw_kvm_error("KVM_SET_CPUID2");
-  }
-}
-
-void Vcpu::configure(const X86BootState& st, const std::vector<kvm_cpuid_entry2>& cpuid) {
-  set_cpuid(cpuid);
-  kvm_sregs sregs{};
-  if (::ioctl(fd_.get(), KVM_GET_SREGS, &sregs) < 0) throw_kvm_error("KVM_GET_SREGS");
-  sregs.cs = to_kvm(st.cs);
-  sregs.ds = to_kvm(st.ds);
-  sregs.es = to_kvm(st.es);
-  sregs.fs = to_kvm(st.fs);
-  sregs.gs = to_kvm(st.gs);
-  sregs.ss = to_kvm(st.ss);
-  sregs.tr = to_kvm(st.tr);
-  sregs.ldt = to_kvm(st.ldt);
-  sregs.gdt.base = st.gdt.base;
-  sregs.gdt.limit = st.gdt.limit;
-  sregs.idt.base = st.idt.base;
-  sregs.idt.limit = st.idt.limit;
-  sregs.cr0 = st.cr0;
-  sregs.cr3 = st.cr3;
-  sregs.cr4 = st.cr4;
-  sregs.efer = st.efer;
-  if (::ioctl(fd_.get(), KVM_SET_SREGS, &sregs) < 0) throw_kvm_error("KVM_SET_SREGS");
-
-  kvm_regs regs{};
-  regs.rip = st.rip;
-  regs.rsp = st.rsp;
-  regs.rsi = st.rsi;
-  regs.rax = st.rax;
-  regs.rbx = st.rbx;
-  regs.rflags = st.rflags;
-  if (::ioctl(fd_.get(), KVM_SET_REGS, &regs) < 0) throw_kvm_error("KVM_SET_REGS");
-  set_msrs_and_fpu();
-  set_lint(true);
+void Vcpu::configure(const X86BootState& state, const std::vector<kvm_cpuid_entry2>& cpuid) {
+  set_up_boot_vcpu(fd_.get(), index_, state, cpuid);
 }
 
 void Vcpu::configure_ap(const std::vector<kvm_cpuid_entry2>& cpuid) {
-  set_cpuid(cpuid);
-  set_msrs_and_fpu();
-  set_lint(false);
-  // KVM already creates every vCPU but the boot CPU (id 0) in this state when the LAPIC is in
-  // the kernel; say so explicitly, so that the AP's start never depends on that default.
-  kvm_mp_state mp{};
-  mp.mp_state = KVM_MP_STATE_UNINITIALIZED;
-  if (::ioctl(fd_.get(), KVM_SET_MP_STATE, &mp) < 0) throw_kvm_error("KVM_SET_MP_STATE");
-}
-
-void Vcpu::set_msrs_and_fpu() {
-  // MSRs a PC firmware leaves set (Firecracker's boot MSRs): memory type write-back through
-  // MTRRdefType (at reset MTRRs are off, so every access would be uncached) and fast strings.
-  {
-    constexpr std::uint32_t kMsrIa32MiscEnable = 0x1a0;
-    constexpr std::uint32_t kMsrMtrrDefType = 0x2ff;
-    // The kernel's layout: u32 nmsrs, u32 pad, then the entries (see kKvmSetMsrs).
-    struct BootMsrs {
-      std::uint32_t nmsrs;
-      std::uint32_t pad;
-      kvm_msr_entry entries[2];
-    } msrs{};
-    static_assert(offsetof(BootMsrs, entries) == kKvmCpuid2HeaderSize);
-    msrs.nmsrs = 2;
-    msrs.entries[0].index = kMsrIa32MiscEnable;
-    msrs.entries[0].data = 1;  // fast-string enable
-    msrs.entries[1].index = kMsrMtrrDefType;
-    msrs.entries[1].data = (1u << 11) | 6;  // MTRRs enabled, default type WB
-    if (::ioctl(fd_.get(), kKvmSetMsrs, &msrs) != 2) throw_kvm_error("KVM_SET_MSRS");
-  }
-
-  kvm_fpu fpu{};
-  fpu.fcw = 0x37f;     // x87 default control word after FNINIT
-  fpu.mxcsr = 0x1f80;  // all SSE exceptions masked, as after reset
-  if (::ioctl(fd_.get(), KVM_SET_FPU, &fpu) < 0) throw_kvm_error("KVM_SET_FPU");
-}
-
-void Vcpu::set_lint(bool extint_on_lint0) {
-  // LINT0 = ExtINT and LINT1 = NMI, as a PC BIOS programs them: without it KVM's local APIC
-  // keeps LINT0 masked and no 8259 interrupt ever reaches the CPU.
-  kvm_lapic_state lapic{};
-  if (::ioctl(fd_.get(), KVM_GET_LAPIC, &lapic) < 0) throw_kvm_error("KVM_GET_LAPIC");
-  auto set_lvt = [&](std::size_t reg, std::uint32_t delivery_mode) {
-    std::uint32_t v;
-    std::memcpy(&v, &lapic.regs[reg], sizeof v);
-    v &= ~(0x700u | 0x10000u);  // clear delivery mode and the mask bit
-    v |= delivery_mode << 8;
-    std::memcpy(&lapic.regs[reg], &v, sizeof v);
-  };
-  if (extint_on_lint0) set_lvt(0x350, 0x7);  // LVT LINT0: ExtINT
-  set_lvt(0x360, 0x4);  // LVT LINT1: NMI
-  if (::ioctl(fd_.get(), KVM_SET_LAPIC, &lapic) < 0) throw_kvm_error("KVM_SET_LAPIC");
+  set_up_application_vcpu(fd_.get(), index_, cpuid);
 }
 
 void Vcpu::start() {
@@ -235,20 +102,35 @@ VcpuStats Vcpu::stats() const noexcept {
 }
 
 void Vcpu::thread_main() {
+  // Named so that top -H, perf --per-thread and /proc tell the vCPUs from the loop.
+  const std::string name = "vcpu" + std::to_string(index_);
+  register_thread(name);
+  prepare_to_run(name);
+  gate_.started();
+  if (!gate_.stop_requested() && !run_loop()) {
+    log::error("vcpu{}: its timers failed: {}", index_, std::strerror(errno));
+    on_stop_(ExitCode::kHostFailure, "vCPU timers failed");
+  }
+  if (timers_) timers_->suspend();
+  unregister_thread();
+  gate_.finished();
+}
+
+void Vcpu::register_thread(const std::string& name) {
   {
     std::lock_guard lock(kick_mu_);
     pthread_ = pthread_self();
   }
   tid_.store(::gettid(), std::memory_order_release);
   timers::set_thread_syscalls(timers::vcpu_syscalls());
-  // Named so that top -H, perf --per-thread and /proc tell the vCPUs from the loop.
-  const std::string name = "vcpu" + std::to_string(index_);
   pthread_setname_np(pthread_self(), name.c_str());
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, kick_signal());
   pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+}
 
+void Vcpu::prepare_to_run(const std::string& name) {
   try {
     pin_thread(pthread_self(), cpus_, name);
   } catch (const std::exception& e) {
@@ -272,22 +154,16 @@ void Vcpu::thread_main() {
     on_stop_(ExitCode::kHostFailure, "vCPU thread could not be sandboxed");
     gate_.request_stop();
   }
-  gate_.started();
-  if (!gate_.stop_requested() && !run_loop()) {
-    log::error("vcpu{}: its timers failed: {}", index_, std::strerror(errno));
-    on_stop_(ExitCode::kHostFailure, "vCPU timers failed");
-  }
-  if (timers_) timers_->suspend();
+}
+
+void Vcpu::unregister_thread() {
   {
     std::lock_guard lock(ctx_mu_);
     final_ctx_ = this_thread_context_switches();
     tid_.store(0, std::memory_order_release);
   }
-  {
-    std::lock_guard lock(kick_mu_);
-    pthread_.reset();
-  }
-  gate_.finished();
+  std::lock_guard lock(kick_mu_);
+  pthread_.reset();
 }
 
 void Vcpu::set_kvm_signal_mask() {
@@ -336,7 +212,7 @@ bool Vcpu::run_loop() {
       continue;
     }
     if (r < 0) {
-      report_failure(std::string("KVM_RUN failed: ") + std::strerror(errno));
+      report_crash(std::string("KVM_RUN failed: ") + std::strerror(errno));
       on_stop_(ExitCode::kHostFailure, "KVM_RUN failed");
       return true;
     }
@@ -345,130 +221,25 @@ bool Vcpu::run_loop() {
   return true;
 }
 
-void Vcpu::handle_io() {
-  auto* base = reinterpret_cast<std::uint8_t*>(run_) + run_->io.data_offset;
-  const std::size_t size = run_->io.size;
-  // A string instruction (rep ins/outs) arrives as `count` back-to-back accesses. Stay inside
-  // the kvm_run page whatever the values say.
-  const std::size_t limit = run_size_ - run_->io.data_offset;
-  for (std::uint32_t i = 0; i < run_->io.count && (i + 1) * size <= limit; ++i) {
-    std::span<std::uint8_t> data(base + i * size, size);
-    if (run_->io.direction == KVM_EXIT_IO_OUT) {
-      io_.write(run_->io.port, data);
-    } else {
-      io_.read(run_->io.port, data);
-    }
-  }
-}
-
-void Vcpu::handle_mmio() {
-  // The LAPIC and IOAPIC are in-kernel; what exits here is the virtio-mmio window or nothing,
-  // and nothing behaves like an unclaimed bus: reads float high, writes vanish. KVM's len is at
-  // most 8 (the size of data); clamp anyway rather than trust it.
-  const std::size_t len = std::min<std::size_t>(run_->mmio.len, sizeof run_->mmio.data);
-  std::span<std::uint8_t> data(run_->mmio.data, len);
-  bool mapped = false;
-  if (mmio_ != nullptr) {
-    mapped = run_->mmio.is_write ? mmio_->write(run_->mmio.phys_addr, data)
-                                 : mmio_->read(run_->mmio.phys_addr, data);
-  } else if (!run_->mmio.is_write) {
-    std::memset(run_->mmio.data, 0xff, sizeof run_->mmio.data);
-  }
-  if (!mapped) unmapped_mmio_.fetch_add(1, std::memory_order_relaxed);
-}
-
 bool Vcpu::handle_exit() {
-  switch (run_->exit_reason) {
-    case KVM_EXIT_IO:
-      count(VcpuExit::kIo);
-      handle_io();
-      return true;
-    case KVM_EXIT_MMIO:
-      count(VcpuExit::kMmio);
-      handle_mmio();
-      return true;
-    case KVM_EXIT_HLT:
-      // Only without an in-kernel LAPIC; ours has one, so a halt here means "forever".
-      count(VcpuExit::kHlt);
-      on_stop_(ExitCode::kGuestUnsupported, "guest halted with no way to wake up");
-      return false;
-    case KVM_EXIT_SHUTDOWN:
-      count(VcpuExit::kShutdown);
-      report_failure("guest triple fault (KVM_EXIT_SHUTDOWN)");
-      on_stop_(ExitCode::kTripleFault, "guest triple fault");
-      return false;
-    case KVM_EXIT_INTERNAL_ERROR: {
-      count(VcpuExit::kInternalError);
-      std::string what = "KVM internal error, suberror " +
-                         std::to_string(run_->internal.suberror);
-      if (run_->internal.suberror == KVM_INTERNAL_ERROR_EMULATION) {
-        what += " (emulation failure: this host's KVM cannot emulate the instruction)";
-      }
-      report_failure(what);
-      on_stop_(ExitCode::kGuestUnsupported, what);
-      return false;
-    }
-    case KVM_EXIT_FAIL_ENTRY: {
-      count(VcpuExit::kFailEntry);
-      const std::string what = fmt::format("KVM entry failed, hardware reason {:#x}",
-                                           run_->fail_entry.hardware_entry_failure_reason);
-      report_failure(what);
-      on_stop_(ExitCode::kGuestUnsupported, what);
-      return false;
-    }
-    case KVM_EXIT_SYSTEM_EVENT:
-      count(VcpuExit::kSystemEvent);
-      if (run_->system_event.type == KVM_SYSTEM_EVENT_RESET) {
-        on_stop_(ExitCode::kOk, "guest reset");
-      } else {
-        on_stop_(ExitCode::kOk, "guest system event " + std::to_string(run_->system_event.type));
-      }
-      return false;
-    default:
-      count(VcpuExit::kOther);
-      report_failure("unexpected KVM exit reason " + std::to_string(run_->exit_reason));
-      on_stop_(ExitCode::kGuestUnsupported,
-               "unexpected KVM exit reason " + std::to_string(run_->exit_reason));
-      return false;
+  const VcpuExit exit = classify_exit(run_->exit_reason);
+  count(exit);
+  if (exit == VcpuExit::kIo) {
+    handle_io_exit(*run_, run_size_, io_);
+    return true;
   }
+  if (exit == VcpuExit::kMmio) {
+    if (!handle_mmio_exit(*run_, mmio_)) unmapped_mmio_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  const VcpuStop stop = stop_for_exit(*run_);
+  if (stop.crash_headline) report_crash(*stop.crash_headline);
+  on_stop_(stop.code, stop.why);
+  return false;
 }
 
-void Vcpu::report_failure(const std::string& what) {
-  log::error("vcpu{}: {}", index_, what);
-  if (run_->exit_reason == KVM_EXIT_INTERNAL_ERROR) {
-    std::string data;
-    for (__u32 i = 0; i < run_->internal.ndata && i < 16; ++i) {
-      data += fmt::format(" {:#x}", run_->internal.data[i]);
-    }
-    log::error("vcpu{}: suberror {} data [{} ]", index_, run_->internal.suberror, data);
-  }
-  kvm_regs r{};
-  kvm_sregs s{};
-  if (::ioctl(fd_.get(), KVM_GET_REGS, &r) < 0 || ::ioctl(fd_.get(), KVM_GET_SREGS, &s) < 0) {
-    log::error("vcpu{}: registers unavailable: {}", index_, std::strerror(errno));
-    return;
-  }
-  log::error("vcpu{}: rip={:#018x} rflags={:#x} cs={:#x} (base {:#x}, l={} db={})", index_,
-             r.rip, r.rflags, s.cs.selector, s.cs.base, s.cs.l, s.cs.db);
-  log::error("vcpu{}: rax={:#x} rbx={:#x} rcx={:#x} rdx={:#x} rsi={:#x} rdi={:#x}", index_,
-             r.rax, r.rbx, r.rcx, r.rdx, r.rsi, r.rdi);
-  log::error("vcpu{}: rsp={:#x} rbp={:#x} r8={:#x} r9={:#x} r10={:#x} r11={:#x}", index_,
-             r.rsp, r.rbp, r.r8, r.r9, r.r10, r.r11);
-  log::error("vcpu{}: r12={:#x} r13={:#x} r14={:#x} r15={:#x}", index_, r.r12, r.r13,
-             r.r14, r.r15);
-  log::error("vcpu{}: cr0={:#x} cr2={:#x} cr3={:#x} cr4={:#x} efer={:#x}", index_, s.cr0,
-             s.cr2, s.cr3, s.cr4, s.efer);
-  kvm_translation tr{};
-  tr.linear_address = s.cs.base + r.rip;
-  const devices::GuestMemory mem = vm_.memory();
-  if (::ioctl(fd_.get(), KVM_TRANSLATE, &tr) == 0 && tr.valid &&
-      mem.contains(tr.physical_address, 16)) {
-    std::string bytes;
-    for (std::byte b : mem.slice(tr.physical_address, 16)) {
-      bytes += fmt::format(" {:02x}", static_cast<unsigned>(b));
-    }
-    log::error("vcpu{}: instruction bytes at {:#x}:{}", index_, tr.physical_address, bytes);
-  }
+void Vcpu::report_crash(const std::string& what) {
+  log_crash_report(fd_.get(), index_, *run_, vm_.memory(), what);
 }
 
 }  // namespace minivmm::vmm

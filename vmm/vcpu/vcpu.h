@@ -2,6 +2,11 @@
 // vcpu.rs): Running -> Paused -> Running ... -> Finished. Port I/O exits go to the IoBus; the
 // in-kernel irqchip handles HLT and interrupt delivery, so an idle guest never exits to us.
 //
+// This file keeps the thread, the kick and the KVM_RUN loop with its pause and stop checks (the
+// protocol itself is vcpu_run_gate.h). The rest lives beside it, as functions on the vCPU fd or
+// its kvm_run: x86_vcpu_setup.h (CPUID, registers, MSRs, FPU, LAPIC LINTs, wait-for-SIPI),
+// vcpu_exits.h (what each exit does) and vcpu_crash_report.h (the log lines of a fault).
+//
 // Threads: configure()/host_timers() before start() on the main thread; start/pause/resume/stop/
 // join from the main (loop) thread; interrupt()/stats() from any thread. The vCPU thread itself
 // calls only the IoBus, its hosted timers and the `on_stop` callback.
@@ -30,27 +35,13 @@
 #include "timers/thread_timers.h"
 #include "vmm/exit_code.h"
 #include "vmm/vcpu/thread_usage.h"
+#include "vmm/vcpu/vcpu_exits.h"
 #include "vmm/kvm/unique_fd.h"
 #include "vmm/vcpu/vcpu_run_gate.h"
 #include "vmm/kvm/vm.h"
 #include "vmm/vcpu/x86_boot_state.h"
 
 namespace minivmm::vmm {
-
-enum class VcpuExit : std::size_t {
-  kIo,
-  kMmio,
-  kHlt,
-  kShutdown,
-  kInternalError,
-  kFailEntry,
-  kSystemEvent,
-  kInterrupted,  // KVM_RUN returned EINTR/EAGAIN (a kick, a signal)
-  kOther,
-  kCount,
-};
-
-std::string_view vcpu_exit_name(VcpuExit e) noexcept;
 
 struct VcpuStats {
   std::array<std::uint64_t, static_cast<std::size_t>(VcpuExit::kCount)> exits{};
@@ -116,16 +107,18 @@ class Vcpu {
   static int kick_signal() noexcept;
 
  private:
-  void set_cpuid(const std::vector<kvm_cpuid_entry2>& cpuid);
-  void set_msrs_and_fpu();
-  void set_lint(bool extint_on_lint0);
   void thread_main();
+  // The thread's first steps: its handle for kick(), its name, the kick signal unblocked.
+  void register_thread(const std::string& name);
+  // What must hold before the first KVM_RUN: pinned, hosted timers attached, the steady-state
+  // hook run. A failure is reported through on_stop_ and leaves a stop requested.
+  void prepare_to_run(const std::string& name);
+  // The thread's last steps before gate_.finished(): its final figures, its handle cleared.
+  void unregister_thread();
   bool run_loop();  // false: a host failure was reported
   void set_kvm_signal_mask();
   bool handle_exit();  // false: stop running
-  void handle_io();
-  void handle_mmio();
-  void report_failure(const std::string& what);
+  void report_crash(const std::string& what);
   void kick() noexcept;
   void count(VcpuExit e) noexcept {
     exits_[static_cast<std::size_t>(e)].fetch_add(1, std::memory_order_relaxed);

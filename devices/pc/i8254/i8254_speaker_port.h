@@ -22,9 +22,6 @@ namespace minivmm::devices {
 
 class I8254SpeakerPort final : public PortIoDevice {
  public:
-  // Attach at port 0x61, length 1.
-  static constexpr std::uint16_t kPort = 0x61;
-
   static constexpr std::uint8_t kNmiScTimCnt2En = 0x01;
   static constexpr std::uint8_t kNmiScSpkrDatEn = 0x02;
   static constexpr std::uint8_t kNmiScPciSerrEn = 0x04;

@@ -3,21 +3,22 @@
 // each edge itself. For a periodic timer device (the PIT in modes 2 and 3) this lets the VMM
 // hand the whole schedule to the host kernel, so that no thread of the VMM wakes per tick.
 //
-// Threads: start()/stop() from the device's thread under the device's lock; delivered() from
-// any thread. Implementations take no lock of the device's, except to call the turn hook, which
+// Threads: start()/stop() from the device's thread under the device's lock; delivered() and
+// report() from any thread. Implementations take no lock of the device's, except to call the turn hook, which
 // they do with none of their own held (so the hook may take the device's lock and call back).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 
+#include "devices/bus/report_writer.h"
 #include "timers/clock.h"
 
 namespace minivmm::devices {
 
 class PulseTrain {
  public:
-  // Called each time the train's own thread wakes to keep it going (KernelPulseTrain's refill,
+  // Called each time the train's own thread wakes to keep it going (HostKernelPulseTrain's refill,
   // every few dozen periods), with the time of that wakeup. A device that must look at its line
   // now and then (the PIT's acknowledgement audit) rides on it instead of a timer of its own:
   // one wakeup, not two.
@@ -35,6 +36,9 @@ class PulseTrain {
   virtual std::uint64_t delivered() noexcept = 0;
   // Set once, before the first start(); the hook must stay callable as long as the train runs.
   virtual void set_turn_hook(TurnHook hook) noexcept = 0;
+  // The train's own counters, for the run report: its device nests them under its own
+  // (I8254Pit: devices.pit.kernel_train).
+  virtual void report(ReportWriter& out) const = 0;
 };
 
 }  // namespace minivmm::devices

@@ -17,6 +17,10 @@
 // Threads: see VirtioDevice. mu_ guards the job queue, the ring and the host pointer; lock order
 // mu_ -> transport lock (notify pops under mu_, ring completions answer under mu_). The worker
 // completes without mu_ held.
+//
+// Files: the device side and request handling in virtio_blk.cc, the worker (and inline) engine
+// in virtio_blk_worker.cc, the io_uring engine in virtio_blk_uring.cc, request parsing in
+// virtio_blk_request.cc.
 #pragma once
 
 #include <array>
@@ -91,6 +95,10 @@ class VirtioBlk final : public VirtioDevice {
   // Waits until every queued request has completed (tests; shutdown).
   void wait_idle() noexcept;
   VirtioBlkStats stats() const;
+  // The report's device part, beside the transport's counters: "engine"; "io_uring" (its
+  // four counters) with that engine only; "requests", with "errors" by name for the malformed
+  // requests that happened.
+  void report(ReportWriter& out) const override;
 
  private:
   struct Job {

@@ -180,4 +180,14 @@ BlkRequest parse_blk_request(const DescriptorChain& chain, const GuestMemory& ra
   return r;
 }
 
+std::vector<iovec> blk_data_iovecs(const GuestMemory& ram, const BlkRequest& r) {
+  std::vector<iovec> iov;
+  iov.reserve(r.data.size());
+  for (const Descriptor& d : r.data) {
+    std::span<std::byte> s = ram.slice(d.addr, d.len);
+    iov.push_back(iovec{s.data(), s.size()});
+  }
+  return iov;
+}
+
 }  // namespace minivmm::devices

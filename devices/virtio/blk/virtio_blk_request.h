@@ -10,6 +10,8 @@
 // returned with 0 bytes written and counted.
 #pragma once
 
+#include <sys/uio.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -71,5 +73,10 @@ inline std::uint8_t blk_status_for(BlkError e) noexcept {
 
 BlkRequest parse_blk_request(const DescriptorChain& chain, const GuestMemory& ram,
                              std::uint64_t capacity_sectors, bool read_only);
+
+// A parsed request's data buffers as host iovecs, for the engines' preadv/pwritev and io_uring.
+// `r` must have been parsed against `ram`: the walker checked that every buffer is in RAM, and
+// RAM does not shrink.
+std::vector<iovec> blk_data_iovecs(const GuestMemory& ram, const BlkRequest& r);
 
 }  // namespace minivmm::devices

@@ -4,8 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <set>
 #include <stdexcept>
+#include <string>
 #include <vector>
+
+#include "tests/support/map_report_writer.h"
 
 namespace {
 
@@ -87,6 +91,21 @@ TEST(MmioBusTest, OverlapsZeroLengthsAndWrapsAreSetupErrors) {
   std::uint8_t x = 0;
   EXPECT_TRUE(bus.read(UINT64_MAX, std::span(&x, 1)));
   EXPECT_EQ(b.reads, std::vector<std::uint64_t>{0xfff});
+}
+
+// The run report's "unmapped_mmio" object: the keys and types --stats always had.
+TEST(MmioBusTest, ReportsUnmappedAccessesUnderUnmappedMmio) {
+  MmioBus bus;
+  std::uint8_t b[16] = {};
+  bus.read(0x1000, std::span(b, 4));
+  bus.write(0x1000, std::span(b, 16));  // too wide
+  minivmm::testing::MapReportWriter report;
+  bus.report(report);
+  EXPECT_EQ(bus.report_key(), "unmapped_mmio");
+  EXPECT_EQ(report.typed_paths(),
+            (std::set<std::string>{"bad_width number", "reads number", "writes number"}));
+  EXPECT_EQ(report.counter("reads"), 1u);
+  EXPECT_EQ(report.counter("bad_width"), 1u);
 }
 
 }  // namespace

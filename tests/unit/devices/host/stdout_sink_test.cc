@@ -7,7 +7,11 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <set>
+#include <string>
 #include <vector>
+
+#include "tests/support/map_report_writer.h"
 
 namespace minivmm::devices {
 namespace {
@@ -49,6 +53,24 @@ TEST(StdoutSinkTest, AClosedReaderMeansTheConsoleIsGoneAndCostsNoMoreSyscalls) {
   EXPECT_EQ(s.dropped_bytes, 1100u);
   close(p[1]);
   sigaction(SIGPIPE, &old, nullptr);
+}
+
+// The run report's "console" object: the keys and types --stats always had, gone a bool.
+TEST(StdoutSinkTest, ReportsItsCountersUnderConsole) {
+  int p[2];
+  ASSERT_EQ(pipe2(p, O_CLOEXEC), 0);
+  StdoutSink sink(p[1]);
+  sink.write(std::vector<std::uint8_t>{'o', 'k', '\n'});
+  testing::MapReportWriter report;
+  sink.report(report);
+  EXPECT_EQ(sink.report_key(), "console");
+  EXPECT_EQ(report.typed_paths(),
+            (std::set<std::string>{"bytes number", "dropped_bytes number", "errors number",
+                                   "gone bool", "writes number"}));
+  EXPECT_EQ(report.counter("bytes"), 3u);
+  EXPECT_EQ(std::get<bool>(report.values().at("gone")), false);
+  close(p[0]);
+  close(p[1]);
 }
 
 }  // namespace

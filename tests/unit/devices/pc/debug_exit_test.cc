@@ -5,7 +5,11 @@
 
 #include <cstdint>
 #include <random>
+#include <set>
+#include <string>
 #include <vector>
+
+#include "tests/support/map_report_writer.h"
 
 namespace {
 
@@ -92,6 +96,17 @@ TEST(DebugExitTest, RandomRegisterSweepNeverCrashes) {
     }
   }
   EXPECT_EQ(rig.statuses.size(), writes);
+}
+
+// The run report's "debug_exit" object: exit_requests only, as --stats always had.
+TEST(DebugExitTest, ReportsExitRequestsUnderDebugExit) {
+  ExitRig rig;
+  rig.write(0, {0x01});
+  minivmm::testing::MapReportWriter report;
+  rig.device.report(report);
+  EXPECT_EQ(rig.device.report_key(), "debug_exit");
+  EXPECT_EQ(report.typed_paths(), (std::set<std::string>{"exit_requests number"}));
+  EXPECT_EQ(report.counter("exit_requests"), 1u);
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <random>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "devices/pc/i8254/i8254_pit.h"
@@ -14,6 +16,7 @@
 #include "devices/bus/io_bus.h"
 #include "tests/support/fake_clock.h"
 #include "tests/support/fake_irq_line.h"
+#include "tests/support/map_report_writer.h"
 #include "timers/timer_list.h"
 
 namespace {
@@ -366,17 +369,17 @@ TEST(I8042Test, SplitMappingBesidePort61SharesOneController) {
   minivmm::devices::I8254SpeakerPort port61(pit);
   KbcRig rig;
   minivmm::devices::IoBus bus;
-  bus.attach(I8042::kDataPort, 1, rig.device.data_port());
-  bus.attach(minivmm::devices::I8254SpeakerPort::kPort, 1, port61);
-  bus.attach(I8042::kCommandPort, 1, rig.device.command_port());
+  bus.attach(std::uint16_t{0x60}, 1, rig.device.data_port());
+  bus.attach(0x61, 1, port61);  // port B, as on the PC board
+  bus.attach(std::uint16_t{0x64}, 1, rig.device.command_port());
 
   const std::uint8_t self_test = I8042::kCmdSelfTest;
-  ASSERT_TRUE(bus.write(I8042::kCommandPort, std::span(&self_test, 1)));
+  ASSERT_TRUE(bus.write(std::uint16_t{0x64}, std::span(&self_test, 1)));
   std::uint8_t value = 0;
-  ASSERT_TRUE(bus.read(I8042::kDataPort, std::span(&value, 1)));
+  ASSERT_TRUE(bus.read(std::uint16_t{0x60}, std::span(&value, 1)));
   EXPECT_EQ(value, I8042::kSelfTestPassed);
   const std::uint8_t reset = I8042::kCmdResetCpu;
-  ASSERT_TRUE(bus.write(I8042::kCommandPort, std::span(&reset, 1)));
+  ASSERT_TRUE(bus.write(std::uint16_t{0x64}, std::span(&reset, 1)));
   EXPECT_EQ(rig.resets, 1);
 }
 
@@ -405,6 +408,25 @@ TEST(I8042Test, RandomRegisterSweepNeverCrashesAndKeepsInvariants) {
   const auto stats = rig.device.stats();
   EXPECT_EQ(stats.reset_requests, static_cast<std::uint64_t>(rig.resets));
   EXPECT_GT(stats.bad_accesses, 0u);
+}
+
+// The run report's "i8042" object: the keys and types --stats always had, the dropped mouse
+// bytes under their report name.
+TEST(I8042Test, ReportsItsCountersUnderI8042) {
+  KbcRig rig;
+  rig.command(I8042::kCmdWriteAux);
+  rig.data(0xf4);  // for the absent mouse: dropped
+  minivmm::testing::MapReportWriter report;
+  rig.device.report(report);
+  EXPECT_EQ(rig.device.report_key(), "i8042");
+  EXPECT_EQ(report.typed_paths(),
+            (std::set<std::string>{"bad_accesses number", "keyboard_bytes number",
+                                   "keyboard_overruns number", "keyboard_unknown number",
+                                   "mouse_bytes_dropped number", "reads number",
+                                   "reset_requests number", "unknown_commands number",
+                                   "writes number"}));
+  EXPECT_EQ(report.counter("mouse_bytes_dropped"), 1u);
+  EXPECT_EQ(report.counter("writes"), 2u);
 }
 
 }  // namespace

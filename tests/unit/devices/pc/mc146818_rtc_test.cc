@@ -7,10 +7,13 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "devices/bus/irq_line.h"
 #include "tests/support/fake_clock.h"
+#include "tests/support/map_report_writer.h"
 #include "tests/support/time_driver.h"
 #include "timers/timer.h"
 #include "timers/timer_list.h"
@@ -465,6 +468,20 @@ TEST_F(Mc146818RtcTest, RandomAccessSweepNeverCrashes) {
   advance(2s);
   EXPECT_EQ(reg(kRegD), 0x80);
   EXPECT_EQ(rtc_->stats().bad_accesses > 0, true);
+}
+
+// The run report's "rtc" object: the keys and types --stats always had (invalid_time_sets is
+// not one of them).
+TEST_F(Mc146818RtcTest, ReportsItsCountersUnderRtc) {
+  reg(kRegC);
+  testing::MapReportWriter report;
+  rtc_->report(report);
+  EXPECT_EQ(rtc_->report_key(), "rtc");
+  EXPECT_EQ(report.typed_paths(),
+            (std::set<std::string>{"alarm_irqs number", "bad_accesses number",
+                                   "periodic_irqs number", "reg_c_reads number",
+                                   "timer_arms number", "update_irqs number"}));
+  EXPECT_EQ(report.counter("reg_c_reads"), 1u);
 }
 
 }  // namespace

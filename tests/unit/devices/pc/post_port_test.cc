@@ -5,7 +5,11 @@
 
 #include <cstdint>
 #include <random>
+#include <set>
+#include <string>
 #include <vector>
+
+#include "tests/support/map_report_writer.h"
 
 namespace {
 
@@ -59,6 +63,18 @@ TEST(PostPortTest, RandomRegisterSweepNeverCrashes) {
   }
   EXPECT_EQ(port.writes(), writes);
   EXPECT_EQ(port.last_code(), last);
+}
+
+// The run report's "post_port" object: writes only, as --stats always had.
+TEST(PostPortTest, ReportsWritesUnderPostPort) {
+  PostPort port;
+  const std::uint8_t code = 0x11;
+  port.write(0, std::span(&code, 1));
+  minivmm::testing::MapReportWriter report;
+  port.report(report);
+  EXPECT_EQ(port.report_key(), "post_port");
+  EXPECT_EQ(report.typed_paths(), (std::set<std::string>{"writes number"}));
+  EXPECT_EQ(report.counter("writes"), 1u);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "loop/poller.h"
 #include "tests/support/fake_clock.h"
 #include "tests/support/fake_irq_line.h"
+#include "tests/support/map_report_writer.h"
 #include "tests/support/time_driver.h"
 #include "tests/support/vector_sink.h"
 #include "timers/dynticks.h"
@@ -769,6 +771,22 @@ TEST(StdoutSinkTest, WritesEverythingToTheFd) {
   EXPECT_EQ(sink.stats().errors, 1u);
   std::signal(SIGPIPE, old_handler);
   ::close(fds[1]);
+}
+
+// The run report's "uart" object: the keys and types --stats always had.
+TEST_F(Uart16550Test, ReportsItsCountersUnderUart) {
+  out("hi\n");
+  const std::uint8_t wide[2] = {0, 0};
+  uart_.write(kScr, wide);  // wider than a byte: counted
+  testing::MapReportWriter report;
+  uart_.report(report);
+  EXPECT_EQ(uart_.report_key(), "uart");
+  EXPECT_EQ(report.typed_paths(),
+            (std::set<std::string>{"bad_accesses number", "bytes_in number", "bytes_out number",
+                                   "rx_overruns number", "rx_timeouts number",
+                                   "sink_writes number"}));
+  EXPECT_EQ(report.counter("bytes_out"), 3u);
+  EXPECT_EQ(report.counter("bad_accesses"), 1u);
 }
 
 }  // namespace

@@ -5,8 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
+
+#include "tests/support/map_report_writer.h"
 
 namespace {
 
@@ -143,6 +146,22 @@ TEST(FwCfgTest, WideAccessesAreNotDecoded) {
   rig.dev.write(1, std::span<const std::uint8_t>(two));  // 16-bit write at the data port
   EXPECT_EQ(rig.byte(), 3);                             // still CPU count, offset 0
   EXPECT_EQ(rig.dev.stats().bad_accesses, 4u);
+}
+
+// The run report's "fw_cfg" object: the keys and types --stats always had.
+TEST(FwCfgTest, ReportsItsCountersUnderFwCfg) {
+  FwCfgRig rig;
+  rig.select(FwCfg::kNbCpus);
+  rig.byte();
+  minivmm::testing::MapReportWriter report;
+  rig.dev.report(report);
+  EXPECT_EQ(rig.dev.report_key(), "fw_cfg");
+  EXPECT_EQ(report.typed_paths(),
+            (std::set<std::string>{"bad_accesses number", "data_reads number",
+                                   "ignored_writes number", "reads_past_end number",
+                                   "selects number", "unknown_selects number"}));
+  EXPECT_EQ(report.counter("selects"), 1u);
+  EXPECT_EQ(report.counter("data_reads"), 1u);
 }
 
 }  // namespace

@@ -1,23 +1,31 @@
 // pc-testdev (QEMU hw/misc/pc-testdev.c): the echo register, the flush-page port and the IRQ
-// ports, each checked against QEMU's behaviour, bad accesses counted.
+// ports, each checked against QEMU's behaviour, bad accesses counted; and PcTestdev, which owns
+// the parts and reports them as one.
 #include <gtest/gtest.h>
 
 #include <array>
 #include <cstdint>
+#include <set>
+#include <string>
 #include <vector>
 
+#include "devices/testdev/pc_testdev.h"
 #include "devices/testdev/pc_testdev_flush_page.h"
 #include "devices/testdev/pc_testdev_irq.h"
 #include "devices/testdev/pc_testdev_port.h"
 #include "tests/support/fake_irq_line.h"
+#include "tests/support/map_report_writer.h"
 
 namespace {
 
 using minivmm::devices::IrqLine;
+using minivmm::devices::PcTestdev;
 using minivmm::devices::PcTestdevFlushPage;
+using minivmm::devices::PcTestdevIomem;
 using minivmm::devices::PcTestdevIrq;
 using minivmm::devices::PcTestdevPort;
 using minivmm::testing::FakeIrqLine;
+using minivmm::testing::MapReportWriter;
 
 std::vector<std::uint8_t> rd(minivmm::devices::PortIoDevice& d, std::uint16_t off, std::size_t w) {
   std::vector<std::uint8_t> b(w, 0x5a);
@@ -126,6 +134,68 @@ TEST(PcTestdevIrqTest, UnwiredLineIsCountedNotDereferenced) {
   dev.write(5, std::vector<std::uint8_t>{1});
   EXPECT_TRUE(dev.level(5));
   EXPECT_EQ(dev.stats().unwired, 1u);
+}
+
+// A guest with 1 MiB of RAM, as PcTestdev's flush callback sees it.
+bool flush_in_first_mib(std::vector<std::uint64_t>& pages, std::uint64_t page) {
+  if (page >= (1u << 20)) return false;
+  pages.push_back(page);
+  return true;
+}
+
+TEST(PcTestdevTest, PagesOutsideRamAreFlushedByNobodyAndCounted) {
+  IrqRig rig;
+  std::vector<std::uint64_t> pages;
+  PcTestdev dev(rig.wires(), [&](std::uint64_t page) { return flush_in_first_mib(pages, page); });
+  dev.flush_page().write(0, std::vector<std::uint8_t>{0x00, 0x30, 0x00, 0x00});  // 0x3000
+  dev.flush_page().write(0, std::vector<std::uint8_t>{0x00, 0x00, 0x00, 0xff});  // 0xff000000
+  EXPECT_EQ(pages, (std::vector<std::uint64_t>{0x3000}));
+  EXPECT_EQ(dev.flush_page().flushes(), 2u);  // both decoded: QEMU counts no differently
+  EXPECT_EQ(dev.page_flushes_outside_ram(), 1u);
+}
+
+TEST(PcTestdevTest, PartsAreWiredToTheLinesGiven) {
+  IrqRig rig;
+  PcTestdev dev(rig.wires(), nullptr);
+  dev.irq().write(9, std::vector<std::uint8_t>{1});
+  EXPECT_TRUE(rig.fakes[9].level());
+  dev.echo().write(0, std::vector<std::uint8_t>{0x78, 0x56, 0x34, 0x12});
+  EXPECT_EQ(dev.echo().value(), 0x12345678u);
+  dev.flush_page().write(0, std::vector<std::uint8_t>{0, 0x10, 0, 0});  // no callback: nothing
+  EXPECT_EQ(dev.page_flushes_outside_ram(), 0u);
+}
+
+// The run report's "pc_testdev" object: every part's counters, as --stats always had them.
+TEST(PcTestdevTest, ReportsEveryPartUnderPcTestdev) {
+  IrqRig rig;
+  std::vector<std::uint64_t> pages;
+  PcTestdev dev(rig.wires(), [&](std::uint64_t page) { return flush_in_first_mib(pages, page); });
+  dev.echo().write(0, std::vector<std::uint8_t>{1, 2, 3});               // bad width
+  dev.flush_page().write(0, std::vector<std::uint8_t>{0, 0, 0, 0x80});  // outside RAM
+  dev.flush_page().write(0, std::vector<std::uint8_t>{0, 0x10, 0, 0});
+  dev.irq().write(4, std::vector<std::uint8_t>{1});
+  dev.irq().write(4, std::vector<std::uint8_t>{0});
+  dev.irq().write(4, std::vector<std::uint8_t>{0});
+  std::uint8_t word[2] = {};
+  dev.iomem().write(0, word);
+  dev.iomem().read(PcTestdevIomem::kSize - 1, word);  // straddles the end
+  MapReportWriter report;
+  dev.report(report);
+  EXPECT_EQ(dev.report_key(), "pc_testdev");
+  EXPECT_EQ(report.typed_paths(),
+            (std::set<std::string>{
+                "echo_bad_accesses number", "flush_bad_accesses number",
+                "iomem_bad_accesses number", "iomem_reads number", "iomem_writes number",
+                "irq_bad_accesses number", "irq_lowers number", "irq_raises number",
+                "page_flushes number", "page_flushes_outside_ram number"}));
+  EXPECT_EQ(report.counter("echo_bad_accesses"), 1u);
+  EXPECT_EQ(report.counter("page_flushes"), 2u);
+  EXPECT_EQ(report.counter("page_flushes_outside_ram"), 1u);
+  EXPECT_EQ(report.counter("irq_raises"), 1u);
+  EXPECT_EQ(report.counter("irq_lowers"), 2u);
+  EXPECT_EQ(report.counter("iomem_writes"), 1u);
+  EXPECT_EQ(report.counter("iomem_reads"), 1u);
+  EXPECT_EQ(report.counter("iomem_bad_accesses"), 1u);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "timers/poll_timeout_alarm.h"
 #include "tests/support/fake_irq_line.h"
 #include "tests/support/fake_virtio_driver.h"
+#include "tests/support/map_report_writer.h"
 #include "tests/support/vector_sink.h"
 
 namespace {
@@ -323,6 +325,24 @@ TEST(VirtioConsoleTest, ConsoleInputPausesOnAFullBufferAndResumesWhenTheGuestPos
   input.reset();
   ::close(fds[0]);
   ::close(fds[1]);
+}
+
+// The console's part of its report object: "data", the port's traffic, as --stats always had.
+TEST(VirtioConsoleTest, ReportsItsTrafficAsData) {
+  ConsoleRig r;
+  const std::string line = "ok\n";
+  std::memcpy(r.mem.at(kTxBuf), line.data(), line.size());
+  r.txq.add_chain(0, {{kTxBuf, static_cast<std::uint32_t>(line.size()), false}});
+  r.drv.notify(1);
+  minivmm::testing::MapReportWriter report;
+  r.console.report(report);
+  EXPECT_EQ(report.typed_paths(),
+            (std::set<std::string>{"data object", "data/rx_bytes number",
+                                   "data/rx_chains number", "data/rx_full number",
+                                   "data/tx_bytes number", "data/tx_capped number",
+                                   "data/tx_chains number", "data/tx_resumes number"}));
+  EXPECT_EQ(report.counter("data/tx_bytes"), line.size());
+  EXPECT_EQ(report.counter("data/tx_chains"), 1u);
 }
 
 }  // namespace

@@ -5,10 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "tests/support/fake_irq_line.h"
 #include "tests/support/fake_virtio_driver.h"
+#include "tests/support/map_report_writer.h"
 
 namespace {
 
@@ -413,6 +416,38 @@ TEST(VirtioMmioTransportTest, IndirectIsHonouredOnlyWhenNegotiated) {
   r.drv.notify(0);
   EXPECT_EQ(r.q0.used_idx(), 1);
   EXPECT_EQ(r.drv.read(T::kStatus) & T::kStatusNeedsReset, 0u);
+}
+
+// The transport's part of a virtio device's report object: its counters under the names
+// --stats always had, and "queues" an array with each queue's errors by name, only those that
+// happened (an empty object for a queue without any). gsi, mmio_base and eventfd_reads are the
+// VMM's to add; the device's own counters are VirtioDevice::report()'s.
+TEST(VirtioMmioTransportTest, ReportsItsCountersAndEachQueue) {
+  TransportRig r;
+  r.drv.bring_up(kVirtioFVersion1, {&r.q0, &r.q1});
+  r.q1.add_chain(0, {{0x8000, 64, true}});
+  r.drv.notify(1);
+  r.t.notify_from_eventfd(1);
+  r.q0.publish(99);  // head out of range: needs reset
+  r.drv.notify(0);
+  minivmm::testing::MapReportWriter report;
+  r.t.report(report);
+  EXPECT_EQ(report.typed_paths(),
+            (std::set<std::string>{
+                "bad_accesses number", "bad_notifies number", "config_interrupts number",
+                "features_refused number", "interrupts number", "needs_reset number",
+                "notifies_ioeventfd number", "notifies_vcpu number", "resets number",
+                "queues array", "queues/0 object", "queues/0/chains number",
+                "queues/0/descriptors number", "queues/0/used number",
+                "queues/0/interrupts_suppressed number", "queues/0/errors object",
+                "queues/0/errors/head_out_of_range number", "queues/1 object",
+                "queues/1/chains number", "queues/1/descriptors number", "queues/1/used number",
+                "queues/1/interrupts_suppressed number", "queues/1/errors object"}));
+  EXPECT_EQ(report.counter("notifies_vcpu"), 2u);
+  EXPECT_EQ(report.counter("notifies_ioeventfd"), 1u);
+  EXPECT_EQ(report.counter("needs_reset"), 1u);
+  EXPECT_EQ(report.counter("queues/1/chains"), 1u);
+  EXPECT_EQ(report.counter("queues/0/errors/head_out_of_range"), 1u);
 }
 
 }  // namespace

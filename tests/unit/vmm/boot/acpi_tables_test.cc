@@ -174,5 +174,32 @@ TEST_F(AcpiTablesTest, RejectsBadCpuCountsAndSci) {
   EXPECT_TRUE(throws_boot_error([&] { write_acpi_tables(ram_.mem(), config); }, "sci_irq 20"));
 }
 
+// The pvpanic device, which Linux finds only in the DSDT (drivers/misc/pvpanic/pvpanic-mmio.c
+// binds _HID QEMU0001): Scope(\_SB) { Device(PEVT) { Name(_HID, "QEMU0001"); Name(_CRS,
+// ResourceTemplate() { IO(Decode16, 0x505, 0x505, 1, 1) }) } }, byte for byte as iasl
+// disassembles it (checked with `iasl -d` on the table, acpica-tools).
+TEST_F(AcpiTablesTest, DsdtDescribesPvpanicAtItsPort) {
+  AcpiConfig config;
+  config.pvpanic_port = 0x505;
+  const AcpiTables t = write_acpi_tables(ram_.mem(), config);
+  const std::uint32_t len = length(t.dsdt_addr);
+  EXPECT_EQ(byte_sum(t.dsdt_addr, len), 0u);
+  std::vector<std::uint8_t> aml;
+  for (std::byte b : ram_.bytes(t.dsdt_addr + 36, len - 36)) aml.push_back(std::to_integer<std::uint8_t>(b));
+  const std::vector<std::uint8_t> want{
+      0x10, 0x2f, '\\', '_', 'S', 'B', '_',                  // Scope(\_SB), 47 bytes
+      0x5b, 0x82, 0x27, 'P', 'E', 'V', 'T',                  // Device(PEVT), 39 bytes
+      0x08, '_', 'H', 'I', 'D', 0x0d, 'Q', 'E', 'M', 'U', '0', '0', '0', '1', 0x00,
+      0x08, '_', 'C', 'R', 'S', 0x11, 0x0d, 0x0a, 0x0a,      // Buffer(10)
+      0x47, 0x01, 0x05, 0x05, 0x05, 0x05, 0x01, 0x01,        // IO(Decode16, 0x505, ...)
+      0x79, 0x00};                                           // EndTag
+  EXPECT_EQ(aml, want);
+}
+
+TEST_F(AcpiTablesTest, WithoutPvpanicTheDsdtIsJustItsHeader) {
+  const AcpiTables t = write(1);
+  EXPECT_EQ(length(t.dsdt_addr), 36u);
+}
+
 }  // namespace
 }  // namespace minivmm::vmm

@@ -94,7 +94,7 @@ TEST(SeccompAllowListsTest, NoThreadMayExecConnectOrSpawn) {
   SeccompFacts f = facts();
   f.sanitizer_runtime = false;
   f.control_socket = true;
-  f.pit_tick_kernel = true;
+  f.pit_tick_host_kernel = true;
   f.pit_tick_vcpu = true;
   const SyscallAllowList lists[] = {loop_allow_list(f), vcpu_allow_list(f, kVcpuFd),
                                     signals_allow_list(f), blk_worker_allow_list(f)};
@@ -126,7 +126,7 @@ TEST(SeccompAllowListsTest, OptionalPathsOnlyWithTheirOption) {
   EXPECT_FALSE(loop_allow_list(f).allows(SYS_accept4));
   EXPECT_FALSE(loop_allow_list(f).allows(SYS_ppoll));
   EXPECT_FALSE(loop_allow_list(f).allows(SYS_epoll_pwait2));
-  f.pit_tick_kernel = true;
+  f.pit_tick_host_kernel = true;
   f.pit_tick_vcpu = true;
   f.control_socket = true;
   f.poll_ppoll = true;

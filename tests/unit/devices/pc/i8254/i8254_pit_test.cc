@@ -13,6 +13,8 @@
 #include "devices/pc/i8254/i8254_speaker_port.h"
 #include "tests/support/fake_clock.h"
 #include "tests/support/fake_irq_line.h"
+#include "tests/support/fake_pulse_train.h"
+#include "tests/support/map_report_writer.h"
 #include "tests/support/time_driver.h"
 #include "timers/timer_list.h"
 #include "timers/vm_clock.h"
@@ -29,12 +31,17 @@ using minivmm::devices::pit_ticks_in;
 using minivmm::timers::Nanos;
 namespace dev = minivmm::devices;
 namespace mt = minivmm::testing;
+using mt::FakePulseTrain;
 
 constexpr std::uint16_t kControlPort = 0x43;
 
 constexpr std::uint8_t control_word(int channel, std::uint8_t access, int mode, bool bcd = false) {
   return static_cast<std::uint8_t>((channel << 6) | (access << 4) | (mode << 1) | (bcd ? 1 : 0));
 }
+
+// The PC's ports, where the board puts the PIT and port B (vmm/machine/pc_board.cc).
+constexpr std::uint16_t kPitPorts = 0x40;
+constexpr std::uint16_t kPortB = 0x61;
 
 // count 1193 is the classic 1 kHz divisor (1193182 / 1000).
 constexpr std::uint16_t kOneKhz = 1193;
@@ -45,19 +52,19 @@ struct PitRig {
       : irq0(model_controller), pit(list, irq0, policy, train) {}
 
   void out(std::uint16_t port, std::uint8_t value) {
-    if (port == I8254SpeakerPort::kPort) {
+    if (port == kPortB) {
       port61.write(0, std::span<const std::uint8_t>(&value, 1));
     } else {
-      pit.write(static_cast<std::uint16_t>(port - I8254Pit::kBasePort),
+      pit.write(static_cast<std::uint16_t>(port - kPitPorts),
                 std::span<const std::uint8_t>(&value, 1));
     }
   }
   std::uint8_t in(std::uint16_t port) {
     std::uint8_t value = 0;
-    if (port == I8254SpeakerPort::kPort) {
+    if (port == kPortB) {
       port61.read(0, std::span<std::uint8_t>(&value, 1));
     } else {
-      pit.read(static_cast<std::uint16_t>(port - I8254Pit::kBasePort),
+      pit.read(static_cast<std::uint16_t>(port - kPitPorts),
                std::span<std::uint8_t>(&value, 1));
     }
     return value;
@@ -722,64 +729,6 @@ TEST(I8254PitTest, RandomRegisterSweepNeverCrashesAndKeepsInvariants) {
 
 // --- Pulse train (--pit-tick kernel) -------------------------------------------------------
 
-// A train that "delivers" every edge of its schedule up to the rig's clock.
-class FakePulseTrain final : public dev::PulseTrain {
- public:
-  struct Start {
-    Nanos first;
-    Nanos period;
-  };
-  bool start(Nanos first, Nanos period) noexcept override {
-    settle();
-    starts.push_back(Start{first, period});
-    running_ = accept;
-    first_ = first;
-    period_ = period;
-    return accept;
-  }
-  void stop() noexcept override {
-    settle();
-    ++stops;
-  }
-  std::uint64_t delivered() noexcept override { return done_ + edges_so_far(); }
-  void set_turn_hook(TurnHook hook) noexcept override { hook_ = std::move(hook); }
-  // Pulses `line` once for every edge delivered since the last call: the edges reaching the
-  // interrupt controller (KVM's irqfd), for tests that model it. Then, like KernelPulseTrain's
-  // refill, calls the turn hook every `turn_every` periods.
-  void pulse_new_edges(dev::IrqLine& line) {
-    const std::uint64_t now = delivered();
-    for (; pulsed_ < now; ++pulsed_) line.pulse();
-    if (!running_ || !hook_ || clock->now() < next_turn_) return;
-    next_turn_ = clock->now() + period_ * turn_every;
-    ++turns;
-    hook_(clock->now());
-  }
-
-  const mt::FakeClock* clock = nullptr;
-  bool accept = true;
-  std::vector<Start> starts;
-  int stops = 0;
-  std::int64_t turn_every = 32;  // KernelPulseTrain at 1 kHz: depth 64, a refill every 32
-  int turns = 0;
-
- private:
-  std::uint64_t edges_so_far() const {
-    if (!running_ || clock->now() < first_) return 0;
-    return static_cast<std::uint64_t>((clock->now() - first_) / period_) + 1;
-  }
-  void settle() {
-    done_ += edges_so_far();
-    running_ = false;
-  }
-  bool running_ = false;
-  Nanos first_{0};
-  Nanos period_{1};
-  std::uint64_t done_ = 0;
-  std::uint64_t pulsed_ = 0;
-  TurnHook hook_;
-  Nanos next_turn_{0};
-};
-
 struct TrainRig {
   explicit TrainRig(bool model_controller = false) : rig{LostTickPolicy::kDelay, &train,
                                                          model_controller} {
@@ -1090,6 +1039,55 @@ TEST(I8254PitTest, TrainTurnsMoreOftenThanTheAuditReadTheCountOnlyWhenDue) {
   EXPECT_LE(audits, 320 / (2 * static_cast<int>(I8254Pit::kAuditEveryTicks)) + 1);
   EXPECT_FALSE(t.rig.list.next_deadline().has_value()) << "the device armed a timer of its own";
   EXPECT_EQ(t.rig.irq0.serviced(), 320);
+}
+
+// --- Report ---------------------------------------------------------------------------------
+
+TEST(I8254PitTest, ReportsEveryCounterUnderTheRunReportsKeys) {
+  PitRig rig(LostTickPolicy::kDelay);
+  rig.program(0, dev::kPitModeRateGenerator, kOneKhz);
+  rig.irq0.coalesce_next(1);
+  rig.clock.advance(3 * pit_cycle_duration(kOneKhz));
+  rig.list.run_expired(rig.clock.now());
+  rig.in(kControlPort);  // a bad access
+  EXPECT_EQ(rig.pit.report_key(), "pit");
+  mt::MapReportWriter out;
+  rig.pit.report(out);
+  const auto s = rig.pit.stats();
+  // devices.pit in the --stats JSON, keys and types as before the devices reported themselves.
+  const std::map<std::string, mt::MapReportWriter::Value> expected = {
+      {"ticks_injected", s.ticks_injected},
+      {"ticks_late", s.ticks_late},
+      {"ticks_lost", s.ticks_lost},
+      {"ticks_coalesced", s.ticks_coalesced},
+      {"ticks_owed", s.ticks_owed},
+      {"reprogrammings", s.reprogrammings},
+      {"period_clamps", s.period_clamps},
+      {"timer_arms", s.timer_arms},
+      {"train_starts", s.train_starts},
+      {"bad_accesses", s.bad_accesses},
+      {"ticks_merged", s.ticks_merged},
+      {"ticks_injected_by_pit", s.ticks_injected_by_pit},
+      {"ack_audits", s.ack_audits},
+      {"acks_abandoned", false}};
+  EXPECT_EQ(out.values(), expected);
+  EXPECT_EQ(out.counter("ticks_coalesced"), 1u);
+  EXPECT_EQ(out.counter("ticks_owed"), 1u);
+  EXPECT_EQ(out.counter("bad_accesses"), 1u);
+}
+
+TEST(I8254PitTest, ReportNestsThePulseTrainsOwnUnderKernelTrain) {
+  TrainRig t;
+  t.rig.program(0, dev::kPitModeRateGenerator, kOneKhz);
+  t.rig.advance(10 * pit_cycle_duration(kOneKhz));
+  mt::MapReportWriter out;
+  t.rig.pit.report(out);
+  EXPECT_EQ(out.counter("ticks_injected"), 10u);
+  EXPECT_EQ(out.counter("train_starts"), 1u);
+  // What the train wrote, as it wrote it (FakePulseTrain::report).
+  EXPECT_EQ(out.counter("kernel_train/starts"), 1u);
+  EXPECT_EQ(out.counter("kernel_train/stops"), 0u);
+  EXPECT_EQ(out.values().size(), 14u + 2u);
 }
 
 }  // namespace

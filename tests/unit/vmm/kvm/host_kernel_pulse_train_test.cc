@@ -1,9 +1,9 @@
-// KernelPulseTrain against the real host kernel (timerfds, AIO polls, eventfds), without KVM:
+// HostKernelPulseTrain against the real host kernel (timerfds, AIO polls, eventfds), without KVM:
 // the binding records the eventfd it would bind to the GSI, and the test reads that eventfd to
 // see the edges arrive. The loop's part (the refill timer) is pumped by hand. Real time, so the
 // bounds are loose; the counts that matter (what was delivered, that nothing arrives once
 // stopped or suspended) are exact.
-#include "vmm/kvm/kernel_pulse_train.h"
+#include "vmm/kvm/host_kernel_pulse_train.h"
 
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/map_report_writer.h"
 #include "timers/monotonic_clock.h"
 #include "timers/timer_list.h"
 #include "timers/vm_clock.h"
@@ -44,10 +45,10 @@ struct PulseTrainRig {
   std::vector<int> detached;
   bool refuse = false;
   std::vector<std::string> failures;
-  KernelPulseTrain train;
+  HostKernelPulseTrain train;
 
-  KernelPulseTrain::Binding binding() {
-    KernelPulseTrain::Binding b;
+  HostKernelPulseTrain::Binding binding() {
+    HostKernelPulseTrain::Binding b;
     b.attach = [this](int fd) {
       if (refuse) throw std::runtime_error("KVM_IRQFD: refused");
       attached.push_back(fd);
@@ -75,7 +76,7 @@ struct PulseTrainRig {
   }
 };
 
-TEST(KernelPulseTrainTest, DeliversEveryEdgeWithoutAnyThreadOfOurs) {
+TEST(HostKernelPulseTrainTest, DeliversEveryEdgeWithoutAnyThreadOfOurs) {
   PulseTrainRig r;
   const Nanos period = 1ms;
   std::uint64_t edges = 0;
@@ -102,7 +103,7 @@ TEST(KernelPulseTrainTest, DeliversEveryEdgeWithoutAnyThreadOfOurs) {
   EXPECT_EQ(s.failures, 0u);
 }
 
-TEST(KernelPulseTrainTest, RefillsKeepTheScheduleGoing) {
+TEST(HostKernelPulseTrainTest, RefillsKeepTheScheduleGoing) {
   PulseTrainRig r;
   const Nanos period = 1ms;
   std::uint64_t delivered = 0;
@@ -120,7 +121,7 @@ TEST(KernelPulseTrainTest, RefillsKeepTheScheduleGoing) {
   EXPECT_TRUE(r.failures.empty());
 }
 
-TEST(KernelPulseTrainTest, TheTurnHookRunsAfterEachRefillHalfwayBetweenEdges) {
+TEST(HostKernelPulseTrainTest, TheTurnHookRunsAfterEachRefillHalfwayBetweenEdges) {
   PulseTrainRig r;
   const Nanos period = 1ms;
   std::vector<Nanos> turns;
@@ -150,7 +151,7 @@ TEST(KernelPulseTrainTest, TheTurnHookRunsAfterEachRefillHalfwayBetweenEdges) {
   }
 }
 
-TEST(KernelPulseTrainTest, StopUnbindsAndNothingArrivesAfterwards) {
+TEST(HostKernelPulseTrainTest, StopUnbindsAndNothingArrivesAfterwards) {
   PulseTrainRig r;
   ASSERT_TRUE(r.train.start(r.vm.now() + 1ms, 1ms));
   std::this_thread::sleep_for(10ms);
@@ -166,7 +167,7 @@ TEST(KernelPulseTrainTest, StopUnbindsAndNothingArrivesAfterwards) {
   EXPECT_EQ(r.train.stats().generations, 2u);
 }
 
-TEST(KernelPulseTrainTest, SuspendedWhileVmClockIsPausedAndResumedOnTheGrid) {
+TEST(HostKernelPulseTrainTest, SuspendedWhileVmClockIsPausedAndResumedOnTheGrid) {
   PulseTrainRig r;
   const Nanos period = 1ms;
   ASSERT_TRUE(r.train.start(r.vm.now() + period, period));
@@ -190,7 +191,7 @@ TEST(KernelPulseTrainTest, SuspendedWhileVmClockIsPausedAndResumedOnTheGrid) {
   EXPECT_LE(after, ms + 2) << "the paused 20 ms were replayed";
 }
 
-TEST(KernelPulseTrainTest, RefusedBindingMeansStartFails) {
+TEST(HostKernelPulseTrainTest, RefusedBindingMeansStartFails) {
   PulseTrainRig r;
   r.refuse = true;
   EXPECT_FALSE(r.train.start(r.vm.now() + 1ms, 1ms));
@@ -199,20 +200,40 @@ TEST(KernelPulseTrainTest, RefusedBindingMeansStartFails) {
   EXPECT_FALSE(r.list.next_deadline().has_value()) << "a refill timer was left armed";
 }
 
-TEST(KernelPulseTrainTest, NonPositivePeriodIsRefused) {
+TEST(HostKernelPulseTrainTest, NonPositivePeriodIsRefused) {
   PulseTrainRig r;
   EXPECT_FALSE(r.train.start(r.vm.now() + 1ms, Nanos{0}));
   EXPECT_TRUE(r.attached.empty());
 }
 
-TEST(KernelPulseTrainTest, DepthFollowsTheLookahead) {
+TEST(HostKernelPulseTrainTest, DepthFollowsTheLookahead) {
   PulseTrainRig r;
   // 100 ms period: 256 ms of lookahead is two edges, not 64 timerfds.
   ASSERT_TRUE(r.train.start(r.vm.now() + 100ms, 100ms));
   EXPECT_EQ(r.train.stats().polls_submitted, 2u);
 }
 
-TEST(KernelPulseTrainTest, ALateRefillCountsTheEdgesThatFoundNoPoll) {
+TEST(HostKernelPulseTrainTest, ReportsItsCountersUnderTheRunReportsKeys) {
+  PulseTrainRig r;
+  ASSERT_TRUE(r.train.start(r.vm.now() + 100ms, 100ms));  // no edge before the stop
+  r.train.stop();
+  r.refuse = true;
+  EXPECT_FALSE(r.train.start(r.vm.now() + 100ms, 100ms));
+  const auto s = r.train.stats();
+  minivmm::testing::MapReportWriter out;
+  r.train.report(out);
+  // devices.pit.kernel_train in the --stats JSON, as before the devices reported themselves.
+  const std::map<std::string, minivmm::testing::MapReportWriter::Value> expected = {
+      {"delivered", s.delivered}, {"generations", s.generations},
+      {"refills", s.refills},     {"polls_submitted", s.polls_submitted},
+      {"missed", s.missed},       {"failures", s.failures}};
+  EXPECT_EQ(out.values(), expected);
+  EXPECT_EQ(out.counter("generations"), 1u);
+  EXPECT_EQ(out.counter("polls_submitted"), 2u);
+  EXPECT_EQ(out.counter("failures"), 1u);
+}
+
+TEST(HostKernelPulseTrainTest, ALateRefillCountsTheEdgesThatFoundNoPoll) {
   PulseTrainRig r;
   ASSERT_TRUE(r.train.start(r.vm.now() + 1ms, 1ms));
   // No refill for 100 ms: each of the 64 slots delivers once, then keeps firing unwatched.
@@ -227,7 +248,7 @@ TEST(KernelPulseTrainTest, ALateRefillCountsTheEdgesThatFoundNoPoll) {
   EXPECT_GE(s.refills, 2u);
 }
 
-TEST(KernelPulseTrainTest, Read2ClearsTheTimerfdsWhereAioReadsAreMissing) {
+TEST(HostKernelPulseTrainTest, Read2ClearsTheTimerfdsWhereAioReadsAreMissing) {
   // Kernels before 6.10 cannot AIO-read a timerfd; the refill then reads each fired slot itself.
   PulseTrainRig r(false);
   const Nanos period = 1ms;

@@ -12,18 +12,22 @@
 #include <string_view>
 #include <vector>
 
+#include <optional>
+
 #include "vmm/boot/loaded_kernel.h"
 #include "devices/bus/guest_memory.h"
 
 namespace minivmm::vmm {
 
-// `cpus` goes into the MADT. Multiboot kernels also get what a BIOS leaves behind: the
+// `cpus` goes into the MADT; `pvpanic_port`, where the board has a pvpanic device, into the
+// DSDT (Linux finds it only there). Multiboot kernels also get what a BIOS leaves behind: the
 // real-mode IVT (bios_ivt.h) and the ACPI tables in the BIOS area, each unless the image
 // itself occupies that memory. A multiboot kernel's command line starts with `kernel_name`
 // (the --kernel path) when one is given, as GRUB and QEMU pass it: kvm-unit-tests takes the
 // first word as argv[0] and the rest as its arguments.
-LoadedKernel load_kernel(const devices::GuestMemory& mem, std::span<const std::byte> image,
-                         const std::string& cmdline, std::span<const std::byte> initrd,
-                         std::uint32_t cpus = 1, std::string_view kernel_name = {});
+LoadedKernel load_guest_kernel(const devices::GuestMemory& mem, std::span<const std::byte> image,
+                               const std::string& cmdline, std::span<const std::byte> initrd,
+                               std::uint32_t cpus = 1, std::string_view kernel_name = {},
+                               std::optional<std::uint16_t> pvpanic_port = std::nullopt);
 
 }  // namespace minivmm::vmm

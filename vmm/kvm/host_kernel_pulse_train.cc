@@ -1,4 +1,4 @@
-#include "vmm/kvm/kernel_pulse_train.h"
+#include "vmm/kvm/host_kernel_pulse_train.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -41,7 +41,7 @@ long sys_io_getevents(aio_context_t ctx, long min_nr, long nr, io_event* events,
 
 }  // namespace
 
-KernelPulseTrain::KernelPulseTrain(timers::TimerList& vm_timers, Binding binding,
+HostKernelPulseTrain::HostKernelPulseTrain(timers::TimerList& vm_timers, Binding binding,
                                    std::size_t max_depth, bool aio_reads)
     : clock_(vm_timers.clock()),
       binding_(std::move(binding)),
@@ -50,13 +50,13 @@ KernelPulseTrain::KernelPulseTrain(timers::TimerList& vm_timers, Binding binding
       refill_timer_(vm_timers, "pulse-train-refill",
                     [this](const timers::Timer::Expiry& e) { on_refill(e); }) {}
 
-KernelPulseTrain::~KernelPulseTrain() {
+HostKernelPulseTrain::~HostKernelPulseTrain() {
   std::lock_guard lock(mu_);
   withdraw_locked();
   if (aio_ != 0) sys_io_destroy(aio_);
 }
 
-bool KernelPulseTrain::start(Nanos first, Nanos period) noexcept {
+bool HostKernelPulseTrain::start(Nanos first, Nanos period) noexcept {
   std::lock_guard lock(mu_);
   withdraw_locked();
   running_ = false;
@@ -73,36 +73,50 @@ bool KernelPulseTrain::start(Nanos first, Nanos period) noexcept {
   return false;
 }
 
-void KernelPulseTrain::stop() noexcept {
+void HostKernelPulseTrain::stop() noexcept {
   std::lock_guard lock(mu_);
   running_ = false;
   withdraw_locked();
 }
 
-std::uint64_t KernelPulseTrain::delivered() noexcept {
+std::uint64_t HostKernelPulseTrain::delivered() noexcept {
   std::lock_guard lock(mu_);
   reap_locked();
   return stats_.delivered;
 }
 
-void KernelPulseTrain::set_turn_hook(TurnHook hook) noexcept {
+void HostKernelPulseTrain::set_turn_hook(TurnHook hook) noexcept {
   std::lock_guard lock(mu_);
   turn_hook_ = std::move(hook);
 }
 
-KernelPulseTrain::Stats KernelPulseTrain::stats() noexcept {
+HostKernelPulseTrain::Stats HostKernelPulseTrain::stats() noexcept {
   std::lock_guard lock(mu_);
   reap_locked();
   return stats_;
 }
 
-void KernelPulseTrain::suspend() noexcept {
+void HostKernelPulseTrain::report(devices::ReportWriter& out) const {
+  Stats s;
+  {
+    std::lock_guard lock(mu_);
+    s = stats_;
+  }
+  out.count("delivered", s.delivered);
+  out.count("generations", s.generations);
+  out.count("refills", s.refills);
+  out.count("polls_submitted", s.polls_submitted);
+  out.count("missed", s.missed);
+  out.count("failures", s.failures);
+}
+
+void HostKernelPulseTrain::suspend() noexcept {
   std::lock_guard lock(mu_);
   suspended_ = true;
   withdraw_locked();
 }
 
-void KernelPulseTrain::resume() noexcept {
+void HostKernelPulseTrain::resume() noexcept {
   std::lock_guard lock(mu_);
   if (!suspended_) return;
   suspended_ = false;
@@ -116,7 +130,7 @@ void KernelPulseTrain::resume() noexcept {
   if (binding_.failed) binding_.failed(why);
 }
 
-bool KernelPulseTrain::probe_aio_timerfd_read() {
+bool HostKernelPulseTrain::probe_aio_timerfd_read() {
   // A disarmed non-blocking timerfd: with ->read_iter (Linux 6.10+) the AIO read completes at
   // once with -EAGAIN; without it io_submit refuses the request with EINVAL.
   const int fd = ::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
@@ -140,7 +154,7 @@ bool KernelPulseTrain::probe_aio_timerfd_read() {
   return ok;
 }
 
-std::string KernelPulseTrain::give_up_locked(const char* what) {
+std::string HostKernelPulseTrain::give_up_locked(const char* what) {
   const int err = errno;  // before the teardown's own syscalls
   ++stats_.failures;
   withdraw_locked();
@@ -148,7 +162,7 @@ std::string KernelPulseTrain::give_up_locked(const char* what) {
   return std::string("PIT pulse train: ") + what + ": " + std::strerror(err);
 }
 
-bool KernelPulseTrain::open_generation_locked(Nanos first_edge) {
+bool HostKernelPulseTrain::open_generation_locked(Nanos first_edge) {
   Generation g;
   g.eventfd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (g.eventfd < 0) return false;
@@ -195,12 +209,12 @@ bool KernelPulseTrain::open_generation_locked(Nanos first_edge) {
   return true;
 }
 
-void KernelPulseTrain::withdraw_locked() {
+void HostKernelPulseTrain::withdraw_locked() {
   refill_timer_.cancel();
   close_generation_locked();
 }
 
-void KernelPulseTrain::close_generation_locked() {
+void HostKernelPulseTrain::close_generation_locked() {
   if (gen_.eventfd < 0) return;
   reap_locked();
   // Unbind first: the polls cancelled below complete by signalling the eventfd, and that must
@@ -227,7 +241,7 @@ namespace {
 constexpr std::uint64_t kReadTag = std::uint64_t{1} << 31;  // aio_data: the clearing read
 }  // namespace
 
-void KernelPulseTrain::reap_locked() {
+void HostKernelPulseTrain::reap_locked() {
   if (aio_ == 0) return;
   std::array<io_event, 64> events{};
   for (;;) {
@@ -262,7 +276,7 @@ void KernelPulseTrain::reap_locked() {
   }
 }
 
-bool KernelPulseTrain::refill_locked(Nanos now) {
+bool HostKernelPulseTrain::refill_locked(Nanos now) {
   reap_locked();
   std::vector<iocb*>& batch = batch_;
   batch.clear();
@@ -336,7 +350,7 @@ bool KernelPulseTrain::refill_locked(Nanos now) {
   return true;
 }
 
-void KernelPulseTrain::on_refill(const timers::Timer::Expiry& expiry) {
+void HostKernelPulseTrain::on_refill(const timers::Timer::Expiry& expiry) {
   TurnHook hook;
   {
     std::lock_guard lock(mu_);

@@ -28,11 +28,11 @@
 // leaves unacknowledged (its vCPU not run by the host). The PIT finds those from the guest's
 // acknowledgement count (KVM's irqfd resampler, read on the refill's wakeup through the turn
 // hook) and redelivers them itself under the delay policy, as KVM's PIT does in its reinject
-// mode; see devices/pc/i8254/i8254_pit.h.
+// mode; see devices/pc/i8254/ack_audit.h and tick_delivery.h.
 //
 // Threads: start()/stop() from the device (a vCPU thread, under the PIT's lock); the refill on
 // the loop thread (a vm_clock timer, so it stops with the VM); suspend()/resume() on the loop
-// thread around a pause; delivered()/stats() from any thread. mu_ is taken after the device's
+// thread around a pause; delivered()/stats()/report() from any thread. mu_ is taken after the device's
 // lock and before the timer list's; the turn hook is called after mu_ is released.
 #pragma once
 
@@ -50,7 +50,7 @@
 
 namespace minivmm::vmm {
 
-class KernelPulseTrain final : public devices::PulseTrain {
+class HostKernelPulseTrain final : public devices::PulseTrain {
  public:
   // How a generation's eventfd reaches the interrupt line (KVM irqfd assign / deassign).
   // attach() may throw; detach() must not fail. failed() is told when a refill or a resume
@@ -73,16 +73,19 @@ class KernelPulseTrain final : public devices::PulseTrain {
   // `vm_timers` is the loop's vm_clock list (its clock gives the edges' times). At most
   // `max_depth` slots (timerfds); fewer when a round would last longer than kLookahead.
   // `aio_reads` false forces the read(2) clearing that kernels before 6.10 need (for tests).
-  KernelPulseTrain(timers::TimerList& vm_timers, Binding binding, std::size_t max_depth = 64,
+  HostKernelPulseTrain(timers::TimerList& vm_timers, Binding binding, std::size_t max_depth = 64,
                    bool aio_reads = true);
-  ~KernelPulseTrain() override;
-  KernelPulseTrain(const KernelPulseTrain&) = delete;
-  KernelPulseTrain& operator=(const KernelPulseTrain&) = delete;
+  ~HostKernelPulseTrain() override;
+  HostKernelPulseTrain(const HostKernelPulseTrain&) = delete;
+  HostKernelPulseTrain& operator=(const HostKernelPulseTrain&) = delete;
 
   bool start(timers::Nanos first, timers::Nanos period) noexcept override;
   void stop() noexcept override;
   std::uint64_t delivered() noexcept override;
   void set_turn_hook(TurnHook hook) noexcept override;
+  // stats() without its reap: the counts as of the last refill or delivered() (the PIT's report
+  // asks delivered() just before it writes this), so that a report changes nothing.
+  void report(devices::ReportWriter& out) const override;
 
   // vm_clock is about to stop / has started again: withdraw the armed edges / re-arm from the
   // first edge after now (the grid is in vm time, so a pause shifts it as a whole).
@@ -125,7 +128,7 @@ class KernelPulseTrain final : public devices::PulseTrain {
   const std::size_t max_depth_;
   const bool allow_aio_reads_;
 
-  std::mutex mu_;  // guards everything below
+  mutable std::mutex mu_;  // guards everything below
   bool running_ = false;    // start()ed and not stop()ped
   bool suspended_ = false;  // vm_clock paused: nothing armed
   timers::Nanos first_{0};

@@ -1,6 +1,6 @@
 // load_kernel's multiboot path (what a BIOS would leave: IVT, ACPI with every CPU), and its
 // bad-image errors, which come before KVM exists (the Machine loads into its GuestRamMapping first).
-#include "vmm/boot/kernel_loader.h"
+#include "vmm/boot/guest_kernel_loader.h"
 
 #include <gtest/gtest.h>
 
@@ -52,7 +52,7 @@ std::uint64_t scan(const TestRam& ram, std::uint64_t from, std::uint64_t to, con
 
 TEST(KernelLoaderTest, MultibootKernelGetsIvtAndAcpiTables) {
   TestRam ram(64 * kMiB);
-  const LoadedKernel k = load_kernel(ram.mem(), flat_image(), "", {}, 3);
+  const LoadedKernel k = load_guest_kernel(ram.mem(), flat_image(), "", {}, 3);
   EXPECT_TRUE(k.bios_timer) << "the machine then leaves the PIT at 18.2 Hz with IRQ0 unmasked";
   // IRQ0's vector (0x08) reaches the BIOS timer handler at F000:FEA5, the others the IRET.
   EXPECT_EQ(ram.read<std::uint32_t>(0x8 * 4), 0xf000fea5u) << "IRQ0's vector at 0x08";
@@ -63,7 +63,7 @@ TEST(KernelLoaderTest, MultibootKernelGetsIvtAndAcpiTables) {
 
 TEST(KernelLoaderTest, MadtListsEveryCpu) {
   TestRam ram(64 * kMiB);
-  load_kernel(ram.mem(), flat_image(), "", {}, 4);
+  load_guest_kernel(ram.mem(), flat_image(), "", {}, 4);
   std::uint64_t madt = 0;
   for (std::uint64_t a = 0xe0000; a < 0x100000 && madt == 0; a += 4) {
     const auto b = ram.bytes(a, 4);
@@ -85,7 +85,7 @@ TEST(KernelLoaderTest, MadtListsEveryCpu) {
 TEST(KernelLoaderTest, RealmodeFlatLayoutLoadsBelowOneMiB) {
   // realmode.flat: a multiboot ELF32 linked at 32 KiB that drops to real mode by itself.
   TestRam ram(64 * kMiB);
-  const LoadedKernel k = load_kernel(ram.mem(), flat_image(0x8000), "", {}, 1);
+  const LoadedKernel k = load_guest_kernel(ram.mem(), flat_image(0x8000), "", {}, 1);
   EXPECT_EQ(k.entry_addr, 0x8010u);
   EXPECT_EQ(ram.read<std::uint32_t>(0x8000), 0x1badb002u);
   EXPECT_EQ(ram.read<std::uint32_t>(0), 0xf000ff53u);
@@ -93,7 +93,7 @@ TEST(KernelLoaderTest, RealmodeFlatLayoutLoadsBelowOneMiB) {
 
 TEST(KernelLoaderTest, KernelAtAddressZeroKeepsItsBytes) {
   TestRam ram(64 * kMiB);
-  load_kernel(ram.mem(), flat_image(0), "", {}, 1);
+  load_guest_kernel(ram.mem(), flat_image(0), "", {}, 1);
   EXPECT_EQ(ram.read<std::uint32_t>(0), 0x1badb002u) << "no IVT over the image";
 }
 
@@ -107,20 +107,20 @@ TEST(KernelLoaderTest, MultibootCommandLineStartsWithTheKernelNameAsQemuGivesIt)
   // kvm-unit-tests takes the first word as argv[0]: `-append ipi` must reach vmexit.flat as
   // "x86/vmexit.flat ipi", or "ipi" becomes the program name and every test runs.
   TestRam ram(64 * kMiB);
-  const LoadedKernel k = load_kernel(ram.mem(), flat_image(), "ipi", {}, 1, "x86/vmexit.flat");
+  const LoadedKernel k = load_guest_kernel(ram.mem(), flat_image(), "ipi", {}, 1, "x86/vmexit.flat");
   EXPECT_EQ(cmdline_at(ram, k.cmdline_addr), "x86/vmexit.flat ipi");
   TestRam bare(64 * kMiB);
-  const LoadedKernel b = load_kernel(bare.mem(), flat_image(), "", {}, 1, "x86/vmexit.flat");
+  const LoadedKernel b = load_guest_kernel(bare.mem(), flat_image(), "", {}, 1, "x86/vmexit.flat");
   EXPECT_EQ(cmdline_at(bare, b.cmdline_addr), "x86/vmexit.flat");
   TestRam unnamed(64 * kMiB);
-  const LoadedKernel u = load_kernel(unnamed.mem(), flat_image(), "a=1", {}, 1);
+  const LoadedKernel u = load_guest_kernel(unnamed.mem(), flat_image(), "a=1", {}, 1);
   EXPECT_EQ(cmdline_at(unnamed, u.cmdline_addr), "a=1");
 }
 
 int check_code(const std::vector<std::byte>& image, std::uint64_t ram = 64 * kMiB) {
   try {
     TestRam scratch(ram);
-    load_kernel(scratch.mem(), image, "", {}, 1);
+    load_guest_kernel(scratch.mem(), image, "", {}, 1);
   } catch (const VmmError& e) {
     return to_int(e.code());
   }

@@ -1,4 +1,4 @@
-#include "vmm/boot/kernel_loader.h"
+#include "vmm/boot/guest_kernel_loader.h"
 
 #include <cerrno>
 #include <cstring>
@@ -14,11 +14,13 @@
 
 namespace minivmm::vmm {
 
-LoadedKernel load_kernel(const devices::GuestMemory& mem, std::span<const std::byte> image,
-                         const std::string& cmdline, std::span<const std::byte> initrd,
-                         std::uint32_t cpus, std::string_view kernel_name) {
+LoadedKernel load_guest_kernel(const devices::GuestMemory& mem, std::span<const std::byte> image,
+                               const std::string& cmdline, std::span<const std::byte> initrd,
+                               std::uint32_t cpus, std::string_view kernel_name,
+                               std::optional<std::uint16_t> pvpanic_port) {
   AcpiConfig acpi_config;
   acpi_config.num_cpus = cpus;
+  acpi_config.pvpanic_port = pvpanic_port;
   try {
     // Multiboot v1: the magic, 4-byte aligned, in the first 8 KiB (multiboot spec 3.1.1). The
     // checksum and the rest are the loader's to validate.

@@ -1,0 +1,29 @@
+/*
+ * rtc.c - timer=rtc: the MC146818's periodic interrupt as the tick, IRQ8
+ * through the slave 8259. Its handler is isr_rtc in boot.S: it must read
+ * register C to re-arm the interrupt and EOI both PICs, in assembly with the
+ * others for the static IDT and the per-tick instruction count.
+ */
+#include "guest.h"
+
+/* MC146818 periodic interrupt (data sheet, "Register A" / "Register B"):
+ * rate select r gives 32768 >> (r - 1) Hz, so r = 16 - log2(hz) for
+ * hz = 2 (r = 15) .. 8192 (r = 3); r = 1, 2 are special on real parts and
+ * never chosen. Divider bits 010 = the 32.768 kHz time base. */
+void start_rtc(uint32_t hz)
+{
+    uint8_t log2 = 0;
+    while ((1u << log2) < hz)
+        log2++;
+    pic_init(0xfb, 0xfe);                       /* master: IRQ2 cascade; slave: IRQ8 */
+    outb(RTC_INDEX, RTC_REG_A);
+    outb(RTC_DATA, (uint8_t)(0x20 | (16 - log2)));
+    outb(RTC_INDEX, RTC_REG_B);
+    uint8_t b = inb(RTC_DATA);
+    outb(RTC_INDEX, RTC_REG_B);
+    outb(RTC_DATA, b | 0x40);                   /* PIE */
+    /* Reading C clears a flag raised before the PIC was ready, so IRQ8
+     * drops and the next period makes a fresh edge. */
+    outb(RTC_INDEX, RTC_REG_C);
+    (void)inb(RTC_DATA);
+}

@@ -1,0 +1,28 @@
+// Just enough ACPI Machine Language (ACPI 6.5 chapter 20, "AML Specification") to describe the
+// devices a guest can find only through the DSDT: a scope, a device with its _HID, and a
+// _CRS of fixed I/O ports. Each function returns the encoded bytes; they nest by value.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace minivmm::vmm::aml {
+
+using Bytes = std::vector<std::uint8_t>;
+
+// PkgLength (20.2.4) of a package whose body is `body_size` bytes; the encoding counts its own
+// bytes.
+Bytes pkg_length(std::size_t body_size);
+// A four-character NameSeg, e.g. "_HID".
+Bytes name_seg(std::string_view seg);
+// Scope(\_SB) { body }: `path` is a root NameString such as "\\_SB_".
+Bytes scope(std::string_view path, const Bytes& body);
+// Device(NAME) { body }.
+Bytes device(std::string_view name, const Bytes& body);
+// Name(NAME, "string").
+Bytes name_string(std::string_view name, std::string_view value);
+// Name(_CRS, ResourceTemplate() { IO(Decode16, base, base, 1, count) }).
+Bytes crs_io_ports(std::uint16_t base, std::uint8_t count);
+
+}  // namespace minivmm::vmm::aml

@@ -1,0 +1,71 @@
+#include "vmm/machine/boot_inputs.h"
+
+#include "vmm/boot/guest_kernel_loader.h"
+#include "vmm/host/mapped_file.h"
+#include "vmm/machine/pc_board.h"
+#include "vmm/machine/virtio_mmio_devices.h"
+#include "vmm/vmm_error.h"
+
+namespace minivmm::vmm {
+namespace {
+
+LoadedKernel load_kernel_and_initrd(const Config& config, const GuestRamMapping& ram) {
+  // The kernel file may be larger than RAM (an ELF vmlinux carries its symbols, which are not
+  // loaded); 3 GiB bounds any file. An initrd goes whole into guest RAM, so RAM bounds it.
+  const MappedFile kernel =
+      MappedFile::open("--kernel", config.kernel_path, ExitCode::kBadKernel,
+                       {GuestRamMapping::kMaxBytes, ExitCode::kBadKernel, "the largest guest RAM"});
+  MappedFile initrd;
+  if (!config.initrd_path.empty()) {
+    // Too big for RAM is a question of --memory, not a bad file.
+    initrd = MappedFile::open("--initrd", config.initrd_path, ExitCode::kBadKernel,
+                              {config.memory_bytes, ExitCode::kUsage, "the guest RAM (--memory)"});
+  }
+  const std::string cmdline = boot_cmdline(config);
+  const TruncationGuard guard{&kernel, &initrd};
+  LoadedKernel k;
+  try {
+    k = load_guest_kernel(ram.memory(), kernel.bytes(), cmdline, initrd.bytes(), config.cpus,
+                          config.kernel_path, board_port_of("pvpanic"));
+  } catch (const VmmError& e) {
+    if (e.code() != ExitCode::kUsage || cmdline.size() == config.cmdline.size() ||
+        std::string(e.what()).rfind("--cmdline", 0) != 0) {
+      throw;
+    }
+    // The user's words fit on their own: say what minivmm added to them.
+    throw VmmError(ExitCode::kUsage,
+                   std::string(e.what()) + " (" +
+                       std::to_string(cmdline.size() - config.cmdline.size()) +
+                       " bytes of it are the virtio_mmio.device= words for the virtio devices)");
+  }
+  if (const MappedFile* f = guard.truncated()) {
+    throw VmmError(ExitCode::kBadKernel, "'" + f->path() + "' shrank while it was being loaded");
+  }
+  return k;  // the mappings go here: guest RAM holds what the guest needs
+}
+
+std::vector<devices::BlockFile> open_drives(const Config& c) {
+  std::vector<devices::BlockFile> files;
+  for (const DriveSpec& d : c.drives) {
+    try {
+      files.push_back(devices::BlockFile::open(d.path, d.read_only));
+    } catch (const devices::BlockFileError& e) {
+      throw VmmError(ExitCode::kBadKernel, e.what());
+    }
+  }
+  return files;
+}
+
+}  // namespace
+
+std::string boot_cmdline(const Config& c) {
+  const std::string devices =
+      VirtioMmioDevices::cmdline_for(c.virtio_devices());
+  if (devices.empty()) return c.cmdline;
+  return c.cmdline.empty() ? devices : c.cmdline + " " + devices;
+}
+
+BootInputs::BootInputs(const Config& config)
+    : ram(config.memory_bytes), kernel(load_kernel_and_initrd(config, ram)), drives(open_drives(config)) {}
+
+}  // namespace minivmm::vmm
