@@ -49,7 +49,10 @@ void Progress::result(const TestCase& t, const TestResult& r) {
   if (r.verdict.outcome == Outcome::kFail && !r.console_tail.empty()) {
     std::istringstream tail(last_lines(r.console_tail, 5));
     for (std::string l; std::getline(tail, l);) {
-      if (!l.empty() && l.back() == '\r') l.pop_back();
+      // A guest's escape codes and control bytes would drive the reader's terminal.
+      for (char& c : l) {
+        if ((static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f) c = '?';
+      }
       std::fprintf(out_, "    | %s\n", l.c_str());
     }
   }
