@@ -15,6 +15,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <set>
 #include <system_error>
 
 namespace minivmm::testrun {
@@ -54,6 +55,9 @@ std::string read_tail(const std::string& path, std::size_t cap) {
 constexpr std::size_t kConsoleCap = 64u << 20;
 constexpr std::size_t kStderrCap = 1u << 20;
 constexpr std::size_t kTailLines = 20;
+// A timeout longer than this is none: steady_clock counts nanoseconds in 64 bits (292 years),
+// and timeout(1) too treats what its clock cannot hold as forever.
+constexpr double kLongestTimeoutS = 100.0 * 365 * 86400;
 
 struct Running {
   std::size_t index = 0;
@@ -74,6 +78,7 @@ class Runner {
   RunSummary run() {
     const auto start = Clock::now();
     set_up_logs();
+    name_logs();
     set_up_signals();
     if (opt_.order.size() == tests_.size()) {
       queue_.assign(opt_.order.begin(), opt_.order.end());
@@ -116,6 +121,18 @@ class Runner {
     std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/minivmm-test-XXXXXX";
     if (!::mkdtemp(tmpl.data())) throw_errno("a temporary folder for the consoles");
     logs_dir_ = tmpl;
+  }
+
+  // Each test's file stem, unique within the run: two tests whose names become the same stem
+  // (`a/b` and `a_b`, or one name given twice by a cfg) must not share a console file.
+  void name_logs() {
+    std::set<std::string> used;
+    for (const TestCase& t : tests_) {
+      const std::string stem = log_file_stem(t.name);
+      std::string unique = stem;
+      for (int n = 2; !used.insert(unique).second; ++n) unique = stem + "." + std::to_string(n);
+      stems_.push_back(unique);
+    }
   }
 
   void set_up_signals() {
@@ -164,7 +181,7 @@ class Runner {
     run.index = i;
     run.begin = begin;
     run.warnings = std::move(launch.warnings);
-    const std::string stem = logs_dir_ + "/" + log_file_stem(t.name);
+    const std::string stem = logs_dir_ + "/" + stems_[i];
     run.console_path = stem + ".log";
     run.stderr_path = stem + ".stderr";
 
@@ -187,7 +204,7 @@ class Runner {
     }
     run.pid = pid;
     run.exec_at = Clock::now();
-    if (t.timeout_s) {
+    if (t.timeout_s && *t.timeout_s <= kLongestTimeoutS) {
       run.deadline = run.exec_at + std::chrono::duration_cast<Clock::duration>(
                                        std::chrono::duration<double>(*t.timeout_s));
     }
@@ -392,6 +409,7 @@ class Runner {
   const Judge& judge_;
   std::string logs_dir_;
   std::string self_path_;
+  std::vector<std::string> stems_;  // per test: its log files' name, without the folder
   int sigfd_ = -1;
   sigset_t old_mask_{};
   std::deque<std::size_t> queue_;

@@ -71,7 +71,8 @@ struct RunSummary {
   double wall_s = 0;
 };
 
-// The file name a test's logs use: its name with '/' and control characters replaced.
+// The file name a test's logs use: its name with '/' and control characters replaced (the
+// runner adds .2, .3, ... to a second test whose name gives the same stem).
 std::string log_file_stem(const std::string& test_name);
 
 // Runs `tests` (those with a `decided` verdict are reported without a process). Throws
