@@ -96,6 +96,10 @@ const char* kSuiteCfg =
     "test_args = \"timer=pit hz=250 ticks=0\"\n"
     "timeout = 1\n"
     "\n"
+    "[panic]\n"
+    "file = guest.flat\n"
+    "test_args = panic\n"
+    "\n"
     "[i386_only]\n"
     "file = guest.flat\n"
     "arch = i386\n"
@@ -129,11 +133,12 @@ TEST(BootTestrunTest, SuiteVerdictsReportsAndLogs) {
   EXPECT_TRUE(has(r.out, "FAIL exception (terminated on SIG) [")) << r.out;
   EXPECT_TRUE(has(r.out, "FAIL idle (timeout; duration=1) [")) << r.out;
   EXPECT_TRUE(has(r.out, "    | minivmm-guest:")) << "a timeout shows the console's last lines\n" << r.out;
+  EXPECT_TRUE(has(r.out, "FAIL panic (guest panicked) [")) << r.out;
   EXPECT_TRUE(has(r.out, "SKIP i386_only (i386 only)\n")) << r.out;
   EXPECT_TRUE(has(r.out, "SKIP manual (test marked as manual run only)\n")) << r.out;
   EXPECT_TRUE(has(r.out, "SKIP nofile (Test file 'x86/missing.flat' not found)\n")) << r.out;
-  EXPECT_TRUE(has(r.out, "\n2 passed, 2 failed, 3 skipped\n")) << r.out;
-  EXPECT_TRUE(has(r.err, "x86/unittests.cfg:31: 'Bogus' is not a key run_tests.sh reads; ignored"))
+  EXPECT_TRUE(has(r.out, "\n2 passed, 3 failed, 3 skipped\n")) << r.out;
+  EXPECT_TRUE(has(r.err, "x86/unittests.cfg:35: 'Bogus' is not a key run_tests.sh reads; ignored"))
       << r.err;
   EXPECT_EQ(processes_mentioning(logs), 0) << "the timed-out guest is still running";
 
@@ -148,18 +153,19 @@ TEST(BootTestrunTest, SuiteVerdictsReportsAndLogs) {
   EXPECT_TRUE(has(slurp(logs + "/pass.json"), "\"exit\"")) << "the run report";
   EXPECT_TRUE(has(slurp(logs + "/kvm-unit-tests.env"), "QEMU_ACCEL=kvm\n"));
   const std::string tsv = slurp(logs + "/results.tsv");
-  EXPECT_EQ(line_count(tsv), 8) << tsv;
+  EXPECT_EQ(line_count(tsv), 9) << tsv;
   EXPECT_TRUE(has(tsv, "\nidle\tFAIL\ttimeout; duration=1\t")) << tsv;
 
   const std::string tap_text = slurp(tap);
-  EXPECT_EQ(tap_text.rfind("TAP version 13\n1..7\nok 1 - pass\n", 0), 0u) << tap_text;
+  EXPECT_EQ(tap_text.rfind("TAP version 13\n1..8\nok 1 - pass\n", 0), 0u) << tap_text;
   EXPECT_TRUE(has(tap_text, "not ok 3 - idle\n  ---\n  message: 'timeout; duration=1'\n")) << tap_text;
-  EXPECT_TRUE(has(tap_text, "ok 4 - i386_only # SKIP i386 only\n")) << tap_text;
+  EXPECT_TRUE(has(tap_text, "ok 5 - i386_only # SKIP i386 only\n")) << tap_text;
 
   // The JUnit report, read by junitparser: every test, its verdict, its reason, its time.
   const int rc = std::system(("/usr/bin/python3 " MINIVMM_TESTRUN_DIR "/check_junit.py '" + junit +
-                              "' pass=PASS exception=FAIL:SIG idle=FAIL:timeout i386_only=SKIP:i386 "
-                              "manual=SKIP:manual nofile=SKIP:missing.flat warned=PASS")
+                              "' pass=PASS exception=FAIL:SIG idle=FAIL:timeout panic=FAIL:panicked "
+                              "i386_only=SKIP:i386 manual=SKIP:manual nofile=SKIP:missing.flat "
+                              "warned=PASS")
                                  .c_str());
   EXPECT_EQ(rc, 0) << slurp(junit);
 
@@ -180,7 +186,7 @@ TEST(BootTestrunTest, GroupAndNameFiltersAndList) {
   make_suite(t.path(), kSuiteCfg);
   RunResult r = run_minivmm({"test", "--kvm-unit-tests", t.path(), "--list"}, false, 30);
   EXPECT_EQ(r.exit_code, 0);
-  EXPECT_EQ(r.out, "pass\nexception\nidle\ni386_only\nmanual\nnofile\nwarned\n");
+  EXPECT_EQ(r.out, "pass\nexception\nidle\npanic\ni386_only\nmanual\nnofile\nwarned\n");
   r = run_minivmm({"test", "--kvm-unit-tests", t.path(), "-g", "quick"}, false, 30);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_TRUE(has(r.out, "PASS pass")) << r.out;
@@ -218,19 +224,45 @@ TEST(BootTestrunTest, ManifestVerdictsAndAMissingKernelFailsAlone) {
        "not_console = [\"done 25\"]\n"
        "[[test]]\n"
        "name = \"wrong-status\"\n"
-       "cmdline = \"fault\"\n");
+       "cmdline = \"fault\"\n"
+       "# pvpanic ends the run at once: a verdict of its own, not a timeout.\n"
+       "[[test]]\n"
+       "name = \"panics\"\n"
+       "cmdline = \"panic\"\n"
+       "# Longer than steady_clock can count: no timeout, not an instant one.\n"
+       "[[test]]\n"
+       "name = \"forever\"\n"
+       "timeout = 1e300\n"
+       "cmdline = \"timer=pit hz=250 ticks=25\"\n"
+       "# The guest idles forever: its own timeout stops it.\n"
+       "[[test]]\n"
+       "name = \"idle\"\n"
+       "timeout = 0.5\n"
+       "cmdline = \"timer=pit hz=250 ticks=0\"\n");
   const RunResult r = run_minivmm({"test", "--manifest", manifest, "--define",
                                    std::string("guest=") + guest_image(), "-j", "2", "--tap", "-"},
                                   false, 60);
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   // --tap -: the report is stdout, the per-test lines go to stderr.
-  EXPECT_EQ(r.out.rfind("TAP version 13\n1..4\nok 1 - ticks\nnot ok 2 - gone\n", 0), 0u) << r.out;
+  EXPECT_EQ(r.out.rfind("TAP version 13\n1..7\nok 1 - ticks\nnot ok 2 - gone\n", 0), 0u) << r.out;
   EXPECT_TRUE(has(r.err, "PASS ticks [")) << r.err;
   EXPECT_TRUE(has(r.err, "FAIL gone (kernel '" + t.path() + "/no-such-kernel.bin': No such file or directory)"))
       << r.err;
   EXPECT_TRUE(has(r.err, "FAIL forbidden (console has 'done 25')")) << r.err;
   EXPECT_TRUE(has(r.err, "FAIL wrong-status (exit status 255, expected 1)")) << r.err;
-  EXPECT_TRUE(has(r.err, "\n1 passed, 3 failed, 0 skipped\n")) << r.err;
+  EXPECT_TRUE(has(r.err, "FAIL panics (guest panicked)")) << r.err;
+  EXPECT_TRUE(has(r.err, "    | minivmm-guest: panic\n")) << r.err;
+  EXPECT_TRUE(has(r.err, "PASS forever [")) << r.err;
+  EXPECT_TRUE(has(r.err, "FAIL idle (timeout; duration=0.5s) [")) << r.err;
+  EXPECT_TRUE(has(r.err, "\n2 passed, 5 failed, 0 skipped\n")) << r.err;
+
+  // --timeout overrides a manifest test's own.
+  const RunResult shorter = run_minivmm({"test", "--manifest", manifest, "--define",
+                                         std::string("guest=") + guest_image(), "--timeout", "0.2",
+                                         "idle"},
+                                        false, 60);
+  EXPECT_EQ(shorter.exit_code, 1) << shorter.out << shorter.err;
+  EXPECT_TRUE(has(shorter.out, "FAIL idle (timeout; duration=0.2) [")) << shorter.out;
 }
 
 // Ctrl-C: every running guest is stopped, nothing more starts, and the reports hold what had

@@ -132,6 +132,11 @@ void add_manifests(const TestCommandOptions& o, Plan& plan, std::set<std::string
       if (!o.group.empty() && std::find(t.groups.begin(), t.groups.end(), o.group) == t.groups.end()) {
         continue;
       }
+      if (o.timeout) {  // checked by run(): a duration
+        const double d = *parse_duration(*o.timeout);
+        t.timeout_s = d > 0 ? std::optional<double>(d) : std::nullopt;
+        t.timeout_text = *o.timeout;
+      }
       if (no_kvm) t.decided = Verdict{Outcome::kSkip, "KVM is not available here: " + *no_kvm};
       plan.tests.push_back(std::move(t));
       plan.suite_of.push_back(suite);
