@@ -310,9 +310,13 @@ TEST(BootTestrunTest, InterruptStopsEveryGuestAndReportsWhatFinished) {
 }
 
 struct Usage {
+  const char* name;  // the ctest name's last part
   std::vector<std::string> args;
   const char* error;
 };
+
+// Named in ctest's test names instead of the struct's bytes.
+void PrintTo(const Usage& u, std::ostream* os) { *os << u.name; }
 
 class BadInputTestrunTest : public ::testing::TestWithParam<Usage> {};
 
@@ -322,6 +326,7 @@ TEST_P(BadInputTestrunTest, ExitsTwoWithOneLine) {
   spit(t.path() + "/syntax.toml", "[[test]]\nname = \"a\"\nkernel = /k\n");
   spit(t.path() + "/unknown.toml", "[[test]]\nname = \"a\"\nkernel = \"/k\"\nexit = 1\ntimout = 5\n");
   spit(t.path() + "/ok.toml", "[[test]]\nname = \"a\"\nkernel = \"/k\"\nexit = 1\n");
+  spit(t.path() + "/negative.toml", "[[test]]\nname = \"b\"\nkernel = \"/k\"\nexit = 1\ntimeout = -5\n");
   std::vector<std::string> args{"test"};
   for (std::string a : GetParam().args) {
     if (a.rfind("@", 0) == 0) a = t.path() + "/" + a.substr(1);
@@ -330,7 +335,9 @@ TEST_P(BadInputTestrunTest, ExitsTwoWithOneLine) {
   const RunResult r = run_minivmm(args, false, 30);
   EXPECT_EQ(r.exit_code, kUsage) << r.out << r.err;
   std::string want = GetParam().error;
-  if (auto at = want.find('@'); at != std::string::npos) want.replace(at, 1, t.path() + "/");
+  for (auto at = want.find('@'); at != std::string::npos; at = want.find('@', at + 1)) {
+    want.replace(at, 1, t.path() + "/");
+  }
   EXPECT_EQ(r.err, "minivmm: error: " + want + "\n");
   EXPECT_EQ(r.out, "");
 }
@@ -338,23 +345,36 @@ TEST_P(BadInputTestrunTest, ExitsTwoWithOneLine) {
 INSTANTIATE_TEST_SUITE_P(
     BadInputTestrun, BadInputTestrunTest,
     ::testing::Values(
-        Usage{{"--manifest", "@syntax.toml"},
+        Usage{"TomlSyntax", {"--manifest", "@syntax.toml"},
               "@syntax.toml:3:10: Error while parsing value: could not determine value type"},
-        Usage{{"--manifest", "@unknown.toml"}, "@unknown.toml:5: unknown key 'timout' in [[test]]"},
-        Usage{{"--manifest", "@missing.toml"}, "@missing.toml: not a readable file"},
-        Usage{{"--manifest", "@ok.toml", "-j", "0"}, "-j: 0 is not a number of tests at once (1 or more)"},
-        Usage{{"--manifest", "@ok.toml", "-j", "-3"}, "-j: -3 is not a number of tests at once (1 or more)"},
-        Usage{{"--manifest", "@ok.toml", "--timeout", "-1"},
+        Usage{"UnknownKey", {"--manifest", "@unknown.toml"},
+              "@unknown.toml:5: unknown key 'timout' in [[test]]"},
+        Usage{"MissingManifest", {"--manifest", "@missing.toml"},
+              "@missing.toml: not a readable file"},
+        Usage{"ZeroJobs", {"--manifest", "@ok.toml", "-j", "0"},
+              "-j: 0 is not a number of tests at once (1 or more)"},
+        Usage{"NegativeJobs", {"--manifest", "@ok.toml", "-j", "-3"},
+              "-j: -3 is not a number of tests at once (1 or more)"},
+        Usage{"NegativeTimeout", {"--manifest", "@ok.toml", "--timeout", "-1"},
               "--timeout: '-1' is not a duration (seconds, or a number with s, m, h or d; 0: none)"},
-        Usage{{"--manifest", "@ok.toml", "nope"}, "no test is named or matches 'nope'"},
-        Usage{{"--manifest", "@ok.toml", "--junit", "@"}, "--junit: '@' is a directory"},
-        Usage{{"--manifest", "@ok.toml", "--tap", "/nonexistent/r.tap"},
+        Usage{"NegativeManifestTimeout", {"--manifest", "@negative.toml"},
+              "@negative.toml:5: 'timeout' must be 0 (none) or a positive number of seconds"},
+        Usage{"DuplicateName", {"--manifest", "@ok.toml", "--manifest", "@ok.toml"},
+              "@ok.toml:1: a second test named 'a' (the first is @ok.toml:1)"},
+        Usage{"UnmatchedFilter", {"--manifest", "@ok.toml", "nope"},
+              "no test is named or matches 'nope'"},
+        Usage{"JunitIsADirectory", {"--manifest", "@ok.toml", "--junit", "@"},
+              "--junit: '@' is a directory"},
+        Usage{"TapInAMissingFolder", {"--manifest", "@ok.toml", "--tap", "/nonexistent/r.tap"},
               "--tap: cannot write in '/nonexistent': No such file or directory"},
-        Usage{{"--manifest", "@ok.toml", "--define", "x"}, "--define: 'x' is not NAME=VALUE"},
-        Usage{{"--kvm-unit-tests", "@"},
+        Usage{"DefineWithoutValue", {"--manifest", "@ok.toml", "--define", "x"},
+              "--define: 'x' is not NAME=VALUE"},
+        Usage{"NotASuiteTree", {"--kvm-unit-tests", "@"},
               "--kvm-unit-tests: '@' is not a configured kvm-unit-tests tree (no config.mak; run "
               "./configure && make there)"},
-        Usage{{}, "no tests: give --kvm-unit-tests DIR or --manifest FILE (see 'minivmm test --help')"}));
+        Usage{"NoTests", {},
+              "no tests: give --kvm-unit-tests DIR or --manifest FILE (see 'minivmm test --help')"}),
+    [](const ::testing::TestParamInfo<Usage>& p) { return std::string(p.param.name); });
 
 }  // namespace
 }  // namespace minivmm::testing

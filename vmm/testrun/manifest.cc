@@ -10,6 +10,8 @@
 
 #include <toml++/toml.h>
 
+#include "vmm/cli/size_parser.h"
+
 namespace minivmm::testrun {
 namespace {
 
@@ -175,6 +177,9 @@ class Reader {
       // "64M", "1G" as `minivmm run --memory` takes them, or a number of MiB.
       const std::string m = n->is_integer() ? std::to_string(integer_of(*n, "memory", 1, 3072)) + "M"
                                             : string_of(*n, "memory");
+      if (!vmm::parse_size(m)) {
+        fail(n->source(), "'memory': '" + m + "' is not a size (try \"64M\" or \"1G\")");
+      }
       tc.run_args.insert(tc.run_args.end(), {"--memory", m});
     }
     if (const toml::node* n = pick(t, d, "args")) {

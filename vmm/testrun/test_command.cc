@@ -117,6 +117,12 @@ void add_manifests(const TestCommandOptions& o, Plan& plan, std::set<std::string
     defines[d.substr(0, eq)] = d.substr(eq + 1);
   }
   const auto no_kvm = o.manifests.empty() ? std::nullopt : kvm_unusable();
+  std::map<std::string, std::string> origin_of;  // every test's name: where it is defined
+  if (plan.suite) {
+    for (const KutEntry& e : plan.suite->cfg.entries) {
+      origin_of.emplace(e.name, plan.suite->cfg_path + ":" + std::to_string(e.line));
+    }
+  }
   for (const auto& path : o.manifests) {
     std::vector<TestCase> tests;
     try {
@@ -128,6 +134,11 @@ void add_manifests(const TestCommandOptions& o, Plan& plan, std::set<std::string
     std::string suite = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
     if (suite.size() > 5 && suite.substr(suite.size() - 5) == ".toml") suite.resize(suite.size() - 5);
     for (auto& t : tests) {
+      // Names are what the reports and the logs go by: one per test across every source.
+      if (const auto [it, fresh] = origin_of.emplace(t.name, t.origin); !fresh) {
+        throw UsageError{t.origin + ": a second test named '" + t.name + "' (the first is " +
+                         it->second + ")"};
+      }
       if (!matches_filters(t.name, o.filters, used)) continue;
       if (!o.group.empty() && std::find(t.groups.begin(), t.groups.end(), o.group) == t.groups.end()) {
         continue;
