@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "vmm/exit_code.h"
+
 namespace minivmm::testrun {
 
 enum class Outcome { kPass, kFail, kSkip };
@@ -33,9 +35,9 @@ struct Verdict {
 std::string verdict_line(std::string_view name, const Verdict& v);
 
 // minivmm's exit status for "the guest panicked" (its pvpanic device, ISA port 0x505). It is
-// even, like every status minivmm gives for itself (vmm/exit_code.h), so no guest's
-// isa-debug-exit value can produce it. Both sources report it as `FAIL (guest panicked)`.
-inline constexpr int kGuestPanickedStatus = 16;
+// even, like every status minivmm gives for itself, so no guest's isa-debug-exit value can
+// produce it. Both sources report it as `FAIL (guest panicked)`.
+inline constexpr int kGuestPanickedStatus = static_cast<int>(vmm::ExitCode::kGuestPanicked);
 
 // What the runner saw of one minivmm process.
 struct RunObservation {
