@@ -243,7 +243,8 @@ bool write_report(const std::string& path, const std::string& text, std::string&
   const std::string tmp = path + ".tmp" + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
-    why = path + ": " + std::strerror(errno);
+    // The file that could not be made: the report's own name would blame a file that exists.
+    why = path + ": cannot create " + tmp + ": " + std::strerror(errno);
     return false;
   }
   const bool ok = write_all(fd);
