@@ -136,8 +136,8 @@ Verdict suite_verdict(const RunObservation& r, std::string_view timeout_text,
     q = 130;
   } else {
     // minivmm itself failed (a bad image, no KVM, a KVM internal error). The stand-in script
-    // makes that QEMU's error exit 1, which the suite passes when any stderr line says
-    // "warning"; a VMM failure is never a pass here (docs/test-runner.md).
+    // makes that 2, "a run script failed" in the suite's table: a FAIL, given here with the
+    // reason minivmm wrote.
     std::string why = "minivmm exited with status " + std::to_string(s);
     const std::string last = last_nonblank_line(r.stderr_text);
     if (!last.empty()) why += ": " + last;
