@@ -450,6 +450,14 @@ TEST(TickDeliveryTest, EdgesTheTrainMissedAreLostUnderDiscardPolicy) {
 
 // --- Falling back from a train whose edges come late -------------------------------------------
 
+// 40 periods of a train, then 40 whose edges the train misses: enough for the delivery to
+// hold it at its next turn.
+void run_into_a_stall(DeliveryRig& rig, mt::FakePulseTrain& train) {
+  run_guest(rig, 40, &train);
+  train.miss_next(40);
+  run_guest(rig, 40, &train);
+}
+
 TEST(TickDeliveryTest, AQuietTrainIsNeverHeld) {
   mt::FakePulseTrain train;
   DeliveryRig rig(LostTickPolicy::kDelay, /*model_controller=*/true, &train);
@@ -464,9 +472,7 @@ TEST(TickDeliveryTest, ATrainWithLateEdgesIsHeldThenTriedAgainAfterItsHold) {
   mt::FakePulseTrain train;
   DeliveryRig rig(LostTickPolicy::kDelay, /*model_controller=*/true, &train);
   rig.start();
-  run_guest(rig, 40, &train);
-  train.miss_next(40);
-  run_guest(rig, 40, &train);
+  run_into_a_stall(rig, train);
   ASSERT_TRUE(rig.delivery.falling_back());
   EXPECT_EQ(train.stops, 1) << "held: no more edges from the train";
   // The delivery's own timer ticks on the train's grid, through the calling thread's edges.
@@ -493,9 +499,8 @@ TEST(TickDeliveryTest, ATrainHeldAgainSoonIsHeldTwiceAsLong) {
   DeliveryRig rig(LostTickPolicy::kDelay, /*model_controller=*/true, &train);
   rig.start();
   const auto hold_periods = static_cast<int>(TickDelivery::kFirstFallbackHold / kPeriod);
-  run_guest(rig, 40, &train);
-  train.miss_next(40);
-  run_guest(rig, 40 + hold_periods, &train);
+  run_into_a_stall(rig, train);
+  run_guest(rig, hold_periods, &train);
   ASSERT_FALSE(rig.delivery.falling_back());
   train.miss_next(40);
   run_guest(rig, 40, &train);
@@ -545,9 +550,7 @@ TEST(TickDeliveryTest, ReprogrammingWhileFallingBackStopsTheHeldTrainAndItsTimer
   mt::FakePulseTrain train;
   DeliveryRig rig(LostTickPolicy::kDelay, /*model_controller=*/true, &train);
   rig.start();
-  run_guest(rig, 40, &train);
-  train.miss_next(40);
-  run_guest(rig, 40, &train);
+  run_into_a_stall(rig, train);
   ASSERT_TRUE(rig.delivery.falling_back());
   const int stops = train.stops;
   EXPECT_FALSE(rig.delivery.restart(std::nullopt, rig.clock.now()));
