@@ -50,6 +50,7 @@ run_suite() {
   build_suite "$dir" "$@"
   echo "== test ($dir)"
   stage "test ($dir)" bash -c "cd '$dir' && ctest -j '$test_jobs' --output-on-failure \
+    --resource-spec-file '$PWD/tests/ctest_resources.json' \
     -LE 'linux|fuzz|kvm-unit-tests' -E '$exclude'"
 }
 
@@ -63,9 +64,10 @@ run_suite build-release '^$' -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEAS
 # clang), instead of a gcc sanitizer build and a second, fuzz-only one: a whole build less.
 # Then the fuzzers: every seed, then a short fixed run of each target (docs/fuzzing.md says how
 # to run them longer). Without clang (scripts/setup.sh installs it) gcc builds the tests alone.
-# Every test but the 16-guest density test: it measures what two CPUs give sixteen guests (time,
-# not memory; it runs alone, 10-15 s here) and each of its guests is one more ordinary boot.
-asan_exclude='BootDensityTest'
+# Every test but the 16-guest density test and load cell: they measure what two CPUs give
+# sixteen guests (time, not memory; 5-15 s here) and each of their guests is one more ordinary
+# boot.
+asan_exclude='BootDensityTest|BootLoadCellTest'
 if command -v clang++ >/dev/null; then
   run_suite build-asan "$asan_exclude" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
     -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O0 -g1" \
