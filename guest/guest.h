@@ -83,8 +83,12 @@ int stamps_start(uint32_t hz);
 void stamps_tick(uint64_t new_ticks);
 void stamps_report(void);
 
-/* ----------------------------------------------------------- virtio.c --- */
+/* ---------------------------------------------- virtio*.c, virtio.h --- */
 
+/* The value of a virtio_mmio.device= word (SIZE@ADDR:IRQ[:ID]): the window
+ * is where virtio_find looks from then on. Returns 0, or why the word was
+ * ignored. */
+const char *virtio_mmio_word(const char *value);
 extern int vcon_active;   /* console=virtio is up: output goes there */
 void vcon_puts(const char *s);
 void virtio_console_start(void);

@@ -144,6 +144,17 @@ static void parse_cmdline(const char *p, struct config *cfg)
             cfg->busy = 1;
         } else if (word_is(word, "panic")) {
             cfg->panic = 1;
+        } else if ((v = after_key(word, "virtio_mmio.device="))) {
+            /* Linux's word (the VMM appends one per device): where virtio devices are. A
+             * window this guest cannot use is skipped with a note, as Linux would. */
+            const char *why = virtio_mmio_word(v);
+            if (why) {
+                puts("minivmm-guest: ignored ");
+                put_range(word, word_end(word));
+                puts(": ");
+                puts(why);
+                puts("\n");
+            }
         } else if ((v = after_key(word, "blkreq="))) {
             if (!parse_number(v, BLK_CHUNK / 512, &n) || n == 0)
                 reject(word, "blkreq must be a number of sectors in 1..2048");

@@ -63,11 +63,15 @@
 #define IOAPIC_WINDOW       0x10
 
 /* virtio-mmio (docs/virtio.md): minivmm maps its devices at fixed windows from
- * 0xd0000000, 4 KiB apart; the guest probes them there rather than parsing
- * virtio_mmio.device= words. boot.S maps this 2 MiB uncached. */
+ * 0xd0000000, 4 KiB apart; the guest probes them there when the command line
+ * names no virtio_mmio.device= windows. QEMU's microvm puts its 24 transports
+ * at 0xfeb00000, 512 bytes apart. boot.S maps the 2 MiB page holding each
+ * range uncached, and only windows inside those two pages are used. */
 #define VIRTIO_MMIO_BASE    0xd0000000
 #define VIRTIO_MMIO_STRIDE  0x1000
 #define VIRTIO_MMIO_SLOTS   5
+#define MMIO_MICROVM_PAGE   0xfea00000   /* the 2 MiB page holding 0xfeb00000 */
+#define MMIO_PAGE_SIZE      0x200000
 
 /* Guest RAM the virtio driver uses (identity-mapped, above the kernel at
  * 1 MiB, below the 64 MiB minimum of RAM). Rings of 4 entries. */

@@ -5,8 +5,9 @@
  * polling the used ring. No interrupts, rings in fixed guest RAM
  * (layout.h). The drivers are a file each: virtio_console.c, virtio_blk.c.
  *
- * Devices are probed at the fixed windows minivmm uses, not parsed from
- * the command line.
+ * Devices are found where the command line's virtio_mmio.device= words say
+ * (minivmm appends them, and so does QEMU's microvm without ACPI), else at
+ * the fixed windows minivmm uses.
  */
 #include "virtio.h"
 
@@ -14,16 +15,127 @@
 #define VQ_AVAIL_OFF        0x100
 #define VQ_USED_OFF         0x200
 
+/* ------------------------------------------------------ finding devices --- */
+
+/* The register windows the virtio_mmio.device= words named, in command-line
+ * order. QEMU's microvm has 24 transports, minivmm 5: 32 is room for both. */
+#define VIRTIO_WINDOWS_MAX  32
+/* What a window must span: the registers (0x100) and the config space the
+ * drivers read; both VMMs give at least 512 bytes. */
+#define VIRTIO_WINDOW_MIN   0x200
+
+static uintptr_t windows[VIRTIO_WINDOWS_MAX] = {0};
+static uint32_t window_count = 0;
+/* virtio_find met a device of the id it looked for with the legacy
+ * (version 1) registers: the error says so, as that is QEMU's default. */
+static int legacy_seen = 0;
+
+/* A number as Linux's memparse() reads one, for the forms VMMs write:
+ * decimal or 0x-prefixed hex, then an optional K, M or G. Returns the
+ * character after it, or 0 if there is none, it has more than 16 digits, or
+ * the suffix overflows it. */
+static const char *parse_mem(const char *s, uint64_t *out)
+{
+    uint64_t v = 0, base = 10;
+    uint32_t digits = 0;
+    if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+        base = 16;
+        s += 2;
+    }
+    for (;; s++) {
+        char c = (char)(*s | 0x20);   /* lower case; digits are unchanged */
+        uint64_t d;
+        if (*s >= '0' && *s <= '9')
+            d = (uint64_t)(*s - '0');
+        else if (base == 16 && c >= 'a' && c <= 'f')
+            d = (uint64_t)(c - 'a' + 10);
+        else
+            break;
+        if (++digits > 16)
+            return 0;
+        v = v * base + d;
+    }
+    if (!digits)
+        return 0;
+    uint32_t shift = 0;
+    char c = (char)(*s | 0x20);
+    if (c == 'k')
+        shift = 10;
+    else if (c == 'm')
+        shift = 20;
+    else if (c == 'g')
+        shift = 30;
+    if (shift) {
+        if (v >> (64 - shift))
+            return 0;
+        v <<= shift;
+        s++;
+    }
+    *out = v;
+    return s;
+}
+
+/* [addr, addr + size) lies inside the 2 MiB page at `page`. */
+static int within(uint64_t addr, uint64_t size, uint64_t page)
+{
+    return addr >= page && size <= MMIO_PAGE_SIZE && addr - page <= MMIO_PAGE_SIZE - size;
+}
+
+const char *virtio_mmio_word(const char *v)
+{
+    uint64_t size, addr, irq, id;
+    if (!(v = parse_mem(v, &size)) || *v++ != '@' || !(v = parse_mem(v, &addr)) ||
+        *v++ != ':' || !(v = parse_mem(v, &irq)))
+        return "expected SIZE@ADDR:IRQ";
+    /* Linux also takes a platform device id after the IRQ; it means nothing here. */
+    if (*v == ':' && !(v = parse_mem(v + 1, &id)))
+        return "expected SIZE@ADDR:IRQ[:ID]";
+    if ((unsigned char)*v > ' ')
+        return "expected SIZE@ADDR:IRQ";
+    if (size < VIRTIO_WINDOW_MIN || (addr & 3))
+        return "window smaller than 0x200 bytes or not 4-byte aligned";
+    /* Only what boot.S maps uncached can be touched: anything else would
+     * fault, or be cached MMIO. */
+    if (!within(addr, size, VIRTIO_MMIO_BASE) && !within(addr, size, MMIO_MICROVM_PAGE))
+        return "window outside the MMIO this guest maps (0xd0000000 and 0xfea00000, 2 MiB each)";
+    if (window_count == VIRTIO_WINDOWS_MAX)
+        return "more than 32 virtio_mmio.device= words";
+    windows[window_count++] = (uintptr_t)addr;
+    return 0;
+}
+
+/* The windows named on the command line, else minivmm's fixed slots (mapped
+ * uncached by boot.S; an empty slot reads all ones there). The id is read
+ * before the version so that a legacy device of the right kind is noticed. */
 uintptr_t virtio_find(uint32_t device_id)
 {
-    for (uint32_t i = 0; i < VIRTIO_MMIO_SLOTS; i++) {
-        uintptr_t r = VIRTIO_MMIO_BASE + i * VIRTIO_MMIO_STRIDE;
-        if (vread(r, VR_MAGIC) == VIRTIO_MAGIC && vread(r, VR_VERSION) == 2 &&
-            vread(r, VR_DEVICE_ID) == device_id)
+    uint32_t n = window_count ? window_count : VIRTIO_MMIO_SLOTS;
+    for (uint32_t i = 0; i < n; i++) {
+        uintptr_t r = window_count ? windows[i] : VIRTIO_MMIO_BASE + i * VIRTIO_MMIO_STRIDE;
+        if (vread(r, VR_MAGIC) != VIRTIO_MAGIC || vread(r, VR_DEVICE_ID) != device_id)
+            continue;
+        if (vread(r, VR_VERSION) == 2)
             return r;
+        legacy_seen = 1;
     }
     return 0;
 }
+
+void virtio_missing(const char *word, const char *device)
+{
+    puts("minivmm-guest: error: ");
+    puts(word);
+    puts(": no ");
+    puts(device);
+    puts("\n");
+    if (legacy_seen) {
+        puts("minivmm-guest: (there is a legacy virtio-mmio device, version 1; this driver "
+             "needs version 2: QEMU -global virtio-mmio.force-legacy=false)\n");
+    }
+    debug_exit(EXIT_NO_DEVICE);
+}
+
+/* ------------------------------------------------------------- queues --- */
 
 /* 3.1.1: reset, ACKNOWLEDGE|DRIVER, accept VERSION_1 and, of the low word,
  * only `want` where offered (blk: FLUSH, bit 9, for the flush it sends),

@@ -61,8 +61,12 @@ static inline void vwrite(uintptr_t regs, uint32_t off, uint32_t v)
     *(volatile uint32_t *)(regs + off) = v;
 }
 
-/* The register window of the first virtio device with this id, or 0. */
+/* The register window of the first virtio device (version 2) with this id,
+ * or 0. */
 uintptr_t virtio_find(uint32_t device_id);
+/* "minivmm-guest: error: WORD: no DEVICE" (and a hint if only a legacy
+ * device was found), then the debug exit EXIT_NO_DEVICE. */
+noreturn void virtio_missing(const char *word, const char *device);
 /* Brings the device at r up with one queue, q, of VQ_SIZE entries at base,
  * accepting VERSION_1 and `want` of the low feature word. 0 if refused. */
 int virtio_start(uintptr_t r, struct vq *vq, uint32_t q, uintptr_t base, uint32_t want);

@@ -74,10 +74,8 @@ static uint64_t scratch_word(uint64_t j)
 void blk_check(uint64_t request_sectors)
 {
     uintptr_t r = virtio_find(2);
-    if (!r || !virtio_start(r, &vblk, 0, VQ_BLK_BASE, 1u << 9)) {
-        puts("minivmm-guest: error: blk=check: no virtio-blk\n");
-        debug_exit(EXIT_NO_DEVICE);
-    }
+    if (!r || !virtio_start(r, &vblk, 0, VQ_BLK_BASE, 1u << 9))
+        virtio_missing("blk=check", "virtio-blk");
     uint64_t sectors = (uint64_t)vread(r, VR_CONFIG) | ((uint64_t)vread(r, VR_CONFIG + 4) << 32);
     uint64_t csum = 0xcbf29ce484222325ull;
     for (uint64_t s = 0; s < sectors;) {

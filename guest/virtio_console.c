@@ -31,10 +31,8 @@ void vcon_puts(const char *s)
 void virtio_console_start(void)
 {
     uintptr_t r = virtio_find(3);
-    if (!r || !virtio_start(r, &vcon, 1, VQ_CON_BASE, 0)) {
-        puts("minivmm-guest: error: console=virtio: no virtio-console\n");
-        debug_exit(EXIT_NO_DEVICE);
-    }
+    if (!r || !virtio_start(r, &vcon, 1, VQ_CON_BASE, 0))
+        virtio_missing("console=virtio", "virtio-console");
     vcon_active = 1;
 }
 
