@@ -73,6 +73,8 @@ void pic_init(uint8_t master_mask, uint8_t slave_mask);
 void start_pit(uint32_t hz);
 void start_pit_via_ioapic(uint32_t hz);
 void start_lapic(uint32_t hz);
+/* LINT0 in ExtINT mode, for the timers whose ticks come through the 8259. */
+void lapic_virtual_wire(void);
 void start_rtc(uint32_t hz);
 
 /* ----------------------------------------------------------- timing.c --- */

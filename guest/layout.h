@@ -52,6 +52,7 @@
 #define LAPIC_EOI           0x0b0
 #define LAPIC_SVR           0x0f0
 #define LAPIC_LVT_TIMER     0x320
+#define LAPIC_LVT_LINT0     0x350
 #define LAPIC_TIMER_ICR     0x380
 #define LAPIC_TIMER_DCR     0x3e0
 
