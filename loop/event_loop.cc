@@ -168,8 +168,15 @@ bool EventLoop::run_once() {
 
   run_bottom_halves();
 
+  // The poll-timeout alarm fires only when a wait times out; a wait that fd events ended early
+  // must check the deadline itself (one clock read), or events arriving more often than the
+  // timeout would keep pushing it back: the refill of --pit-tick kernel starved that way under
+  // a control client polling every 50 ms.
+  if (!alarm_fired && alarm_fd_ < 0 && n > 0 && dynticks_.deadline_passed()) alarm_fired = true;
+
   // Timers only when something can be due: the alarm fired, or another thread moved a deadline
-  // earlier (it woke us), or a callback on this thread did. An fd event alone reads no clock.
+  // earlier (it woke us), or a callback on this thread did. With a host timer alarm an fd event
+  // alone reads no clock.
   if (alarm_fired || woken || dynticks_.stale()) {
     if (!dynticks_.run_timers(alarm_fired)) return false;
   }

@@ -45,6 +45,13 @@ std::optional<Nanos> Dynticks::poll_timeout() const noexcept {
   return std::max(target_ - now_, Nanos{0});
 }
 
+bool Dynticks::deadline_passed() noexcept {
+  if (!armed_) return false;
+  now_ = monotonic_.now();
+  ++stats_.clock_reads;
+  return now_ >= target_;
+}
+
 bool Dynticks::run_timers(bool alarm_fired) {
   ++stats_.passes;
   now_ = monotonic_.now();

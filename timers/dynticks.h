@@ -85,6 +85,11 @@ class Dynticks {
   std::optional<Nanos> deadline() const noexcept { return armed_ ? std::optional(target_) : std::nullopt; }
   // deadline() relative to the last clock reading: the poll timeout for the poll-timeout alarm.
   std::optional<Nanos> poll_timeout() const noexcept;
+  // Reads the clock (the next poll_timeout() counts from it) and says whether the armed deadline
+  // has passed. For the poll-timeout alarm after a wait that fd events ended early: without the
+  // reading, every such wait would sleep the whole timeout again from the stale one, and a
+  // steady trickle of events would postpone the timers forever.
+  bool deadline_passed() noexcept;
 
   AlarmTimer& alarm() noexcept { return alarm_; }
   DynticksStats stats() const noexcept {

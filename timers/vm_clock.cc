@@ -24,6 +24,10 @@ void VmClock::pause() noexcept {
   frozen_ns_.store(now().count(), std::memory_order_release);
 }
 
+void VmClock::set_paused_at(Nanos vm_now) noexcept {
+  frozen_ns_.store(vm_now.count() < 0 ? 0 : vm_now.count(), std::memory_order_release);
+}
+
 void VmClock::resume() noexcept {
   const std::int64_t frozen = frozen_ns_.load(std::memory_order_acquire);
   if (frozen < 0) return;

@@ -22,6 +22,9 @@ class VmClock final : public Clock {
 
   void pause() noexcept;
   void resume() noexcept;
+  // A restored VM: paused, at the vm_clock instant its snapshot was taken (>= 0), so that
+  // resume() carries on from there: no jump for the time the snapshot lay on disk.
+  void set_paused_at(Nanos vm_now) noexcept;
   bool paused() const noexcept { return frozen_ns_.load(std::memory_order_acquire) >= 0; }
   // Total time spent paused so far (base time minus vm time while running).
   Nanos paused_total() const noexcept { return Nanos{offset_ns_.load(std::memory_order_acquire)}; }

@@ -153,6 +153,11 @@ int main(int argc, char** argv) {
   run->add_option("--drive", drives,
                   "virtio-blk disk: FILE[,ro][,aio=io_uring|threads] (repeatable; aio: io_uring "
                   "where the kernel allows it, else a worker thread)");
+  std::vector<std::string> nets;
+  run->add_option("--net", nets,
+                  "virtio-net NIC: tap=IFNAME[,mac=M] (an existing TAP interface), tap-fd=N[,mac=M] "
+                  "(a TAP descriptor passed in) or user[,hostfwd=PROTO:[HOSTADDR]:HOSTPORT-"
+                  "[GUESTADDR]:GUESTPORT]...[,mac=M] (user-mode networking, libslirp); repeatable");
   std::string console = "serial";
   run->add_option("--console", console, "guest console: serial (COM1) or virtio (virtio-console)")
       ->check(CLI::IsMember({"serial", "virtio"}))
@@ -281,8 +286,25 @@ int main(int argc, char** argv) {
     }
     c.drives.push_back(*d);
   }
-  if (c.drives.size() + (c.virtio_console ? 1 : 0) > minivmm::vmm::VirtioMmioDevices::kMaxDevices) {
-    std::fprintf(stderr, "minivmm: error: --drive: at most %zu virtio devices\n",
+  for (const std::string& spec : nets) {
+    std::string why;
+    const auto n = minivmm::vmm::parse_net_spec(spec, why);
+    if (!n) {
+      std::fprintf(stderr, "minivmm: error: --net: %s\n", why.c_str());
+      return to_int(ExitCode::kUsage);
+    }
+    c.nets.push_back(*n);
+  }
+  // libslirp keeps global state: one user-mode network per process.
+  if (std::count_if(c.nets.begin(), c.nets.end(), [](const minivmm::vmm::NetSpec& n) {
+        return n.kind == minivmm::vmm::NetSpec::Kind::kUser;
+      }) > 1) {
+    std::fprintf(stderr, "minivmm: error: --net: at most one user-mode network (--net user)\n");
+    return to_int(ExitCode::kUsage);
+  }
+  if (c.virtio_devices() > minivmm::vmm::VirtioMmioDevices::kMaxDevices) {
+    std::fprintf(stderr,
+                 "minivmm: error: --drive, --net, --console virtio: at most %zu virtio devices\n",
                  minivmm::vmm::VirtioMmioDevices::kMaxDevices);
     return to_int(ExitCode::kUsage);
   }

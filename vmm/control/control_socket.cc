@@ -338,6 +338,20 @@ void ControlSocket::on_message(std::uint64_t id, json request) {
     } else if (cmd == "resume" && handlers_.resume) {
       response["changed"] = handlers_.resume();
       response["state"] = "running";
+    } else if (cmd == "snapshot" && handlers_.snapshot) {
+      const auto path = request.find("path");
+      const auto resume = request.find("resume");
+      if (path == request.end() || !path->is_string() || path->get<std::string>().empty()) {
+        reply_error(id, &request, "snapshot needs \"path\" (a file name)");
+        return;
+      }
+      if (resume != request.end() && !resume->is_boolean()) {
+        reply_error(id, &request, "snapshot's \"resume\" is true or false");
+        return;
+      }
+      const bool go_on = resume == request.end() || resume->get<bool>();
+      response.update(handlers_.snapshot(path->get<std::string>(), go_on));
+      response["state"] = go_on ? "running" : "paused";
     } else if (cmd == "quit" && handlers_.quit) {
       reply(id, std::move(response));  // written before the VMM starts to go away
       handlers_.quit();

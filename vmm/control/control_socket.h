@@ -4,6 +4,8 @@
 //   {"cmd":"pause"}  -> {"ok":true,"state":"paused","changed":true|false}
 //   {"cmd":"resume"} -> {"ok":true,"state":"running","changed":true|false}
 //   {"cmd":"quit"}   -> {"ok":true}, written before the quit handler runs
+//   {"cmd":"snapshot","path":P,"resume":true|false} -> {"ok":true,"state":...,...}: the VM
+//                       paused, written to P (docs/snapshot.md), then resumed (the default) or not
 // A request's "id" (any JSON value) is copied into its reply. Anything else gets
 // {"ok":false,"error":"..."} and the connection stays open: bad JSON (including numbers no
 // double holds and nesting deeper than 64), a non-object, a missing or unknown "cmd", a handler
@@ -63,6 +65,10 @@ struct ControlHandlers {
   std::function<bool()> pause;   // true if this call paused the VM (false: it already was)
   std::function<bool()> resume;  // true if this call resumed it
   std::function<void()> quit;
+  // {"cmd":"snapshot","path":P,"resume":true|false}: the VM paused, written to P, resumed or
+  // left paused. Returns the reply's fields (the files, the sizes, the time it took); throws
+  // with a one-line reason on failure (the VM is then as it was).
+  std::function<nlohmann::json(const std::string& path, bool resume)> snapshot;
 };
 
 struct ControlSocketOptions {

@@ -60,7 +60,7 @@ std::vector<devices::BlockFile> open_drives(const Config& c) {
 
 std::string boot_cmdline(const Config& c) {
   const std::string devices =
-      VirtioMmioDevices::cmdline_for(c.drives.size() + (c.virtio_console ? 1 : 0));
+      VirtioMmioDevices::cmdline_for(c.virtio_devices());
   if (devices.empty()) return c.cmdline;
   return c.cmdline.empty() ? devices : c.cmdline + " " + devices;
 }

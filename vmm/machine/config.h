@@ -12,6 +12,7 @@
 #include "vmm/host/cpu_affinity.h"
 #include "vmm/vcpu/cpuid_policy.h"
 #include "vmm/cli/drive_spec.h"
+#include "vmm/cli/net_spec.h"
 #include "vmm/sandbox/seccomp_mode.h"
 
 namespace minivmm::vmm {
@@ -57,6 +58,13 @@ struct Config {
   // virtio-mmio devices (docs/virtio.md): --drive (virtio-blk, one per flag) and --console.
   std::vector<DriveSpec> drives;
   bool virtio_console = false;  // --console virtio: the guest console is virtio-console
+  // --net: a virtio-net device each (docs/network.md), after the console and the disks.
+  std::vector<NetSpec> nets;
+
+  // The virtio-mmio devices in board order: the console, the disks, the NICs.
+  std::size_t virtio_devices() const noexcept {
+    return (virtio_console ? 1 : 0) + drives.size() + nets.size();
+  }
   // --testdev: QEMU's fw_cfg and pc-testdev (kvm-unit-tests' devices), its ports and its 24
   // IRQ lines; off, a guest cannot drive arbitrary GSIs.
   bool testdev = false;

@@ -45,9 +45,10 @@ Machine::Machine(Config config, std::function<void()> open_outputs) : config_(st
     run_ = std::make_unique<RunControl>(
         *loop_, [this] { request_stop(ExitCode::kOk, "--duration expired"); });
   });
-  // User input first: the kernel, initrd and drives, then the socket path.
+  // User input first: the kernel, initrd and drives, the socket path, the network back-ends.
   step("boot inputs", [&] { inputs_ = std::make_unique<BootInputs>(config_); });
   step("control socket", [&] { bind_control_socket(); });
+  step("network", [&] { nets_ = std::make_unique<NetBackends>(config_, *loop_); });
   step("output files", [&] {
     if (open_outputs) open_outputs();
   });
@@ -111,7 +112,8 @@ void Machine::build_board() {
 
 void Machine::build_virtio() {
   virtio_ = std::make_unique<VirtioBoard>(config_, *vm_, *loop_, board_->mmio(),
-                                          board_->console_sink(), std::move(inputs_->drives));
+                                          board_->console_sink(), std::move(inputs_->drives),
+                                          *nets_);
 }
 
 void Machine::attach_console_input() {

@@ -24,6 +24,7 @@
 #include "vmm/machine/boot_inputs.h"
 #include "vmm/machine/config.h"
 #include "vmm/machine/machine_loop.h"
+#include "vmm/machine/net_backends.h"
 #include "vmm/machine/pc_board.h"
 #include "vmm/machine/run_control.h"
 #include "vmm/machine/vcpu_set.h"
@@ -79,6 +80,7 @@ class Machine {
   std::unique_ptr<RunControl> run_;
   std::unique_ptr<BootInputs> inputs_;
   std::unique_ptr<ControlSocket> control_;  // bound before KVM is opened; serves only in run()
+  std::unique_ptr<NetBackends> nets_;       // opened before KVM; outlive their devices
   std::unique_ptr<VmHandles> vm_;
   std::unique_ptr<PcBoard> board_;
   std::unique_ptr<VirtioBoard> virtio_;

@@ -4,14 +4,15 @@
 
 #include "devices/host/block_uring.h"
 #include "devices/log/log.h"
+#include "devices/virtio/net/virtio_net.h"
 #include "vmm/vmm_error.h"
 
 namespace minivmm::vmm {
 
 VirtioBoard::VirtioBoard(const Config& config, VmHandles& vm, MachineLoop& loop,
                          devices::MmioBus& mmio, devices::ByteSink& console_out,
-                         std::vector<devices::BlockFile> drives) {
-  if (drives.empty() && !config.virtio_console) return;
+                         std::vector<devices::BlockFile> drives, NetBackends& nets) {
+  if (config.virtio_devices() == 0) return;
   devices_ = std::make_unique<VirtioMmioDevices>(vm.vm, *loop.loop, mmio);
   if (config.virtio_console) {
     auto console = std::make_unique<devices::VirtioConsole>(console_out);
@@ -25,6 +26,7 @@ VirtioBoard::VirtioBoard(const Config& config, VmHandles& vm, MachineLoop& loop,
     devices_->add("console", std::move(console));
   }
   for (std::size_t i = 0; i < drives.size(); ++i) add_disk(config, vm, i, std::move(drives[i]));
+  for (std::size_t i = 0; i < nets.size(); ++i) add_nic(config, loop, i, nets.at(i));
   // The kernel was loaded (boot_cmdline) with these devices' fragment on its command line.
 }
 
@@ -52,6 +54,22 @@ void VirtioBoard::add_disk(const Config& config, VmHandles& vm, std::size_t inde
     ++workers_;
   }
   devices_->add("blk" + std::to_string(index), std::move(blk));
+}
+
+void VirtioBoard::add_nic(const Config& config, MachineLoop& loop, std::size_t index,
+                          devices::NetBackend& backend) {
+  devices::VirtioNetOptions opts;
+  // QEMU's default MAC for the first NIC, the next ones after it: each guest NIC its own.
+  opts.mac[5] = static_cast<std::uint8_t>(opts.mac[5] + index);
+  if (config.nets[index].mac) opts.mac = *config.nets[index].mac;
+  const std::string label = "net" + std::to_string(index);
+  opts.report_key = "virtio_" + label;  // beside its transport's counters
+  // A notify or a status write that exits to a vCPU thread is handed to the loop, which owns
+  // the back-end (devices/virtio/net/virtio_net.h).
+  auto nic = std::make_unique<devices::VirtioNet>(
+      backend, [l = loop.loop.get()](std::function<void()> fn) { l->schedule(std::move(fn)); },
+      opts);
+  devices_->add(label, std::move(nic));
 }
 
 void VirtioBoard::flush_console() noexcept {

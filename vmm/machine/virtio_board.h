@@ -1,7 +1,8 @@
 // The virtio-mmio devices the configuration asks for, on the board's MMIO bus at its virtio
 // windows (board_layout.h): virtio-console (--console virtio) first, then a virtio-blk disk per
 // --drive, each served by a locked-down io_uring the loop drives or, where the kernel refuses
-// one (or aio=threads), by a worker thread of its own with its own seccomp filter.
+// one (or aio=threads), by a worker thread of its own with its own seccomp filter, then a
+// virtio-net NIC per --net on its back-end (net_backends.h).
 //
 // Threads: built on the main thread before the vCPUs start; report() on the loop thread;
 // destroyed after the vCPUs have stopped and before the loop.
@@ -19,6 +20,7 @@
 #include "devices/virtio/virtio_console.h"
 #include "vmm/machine/config.h"
 #include "vmm/machine/machine_loop.h"
+#include "vmm/machine/net_backends.h"
 #include "vmm/machine/virtio_mmio_devices.h"
 #include "vmm/machine/vm_handles.h"
 
@@ -29,7 +31,8 @@ class VirtioBoard {
   // Takes the drive files (opened and checked before KVM). Sets vm.facts.blk_uring when a disk
   // gets its io_uring. Throws VmmError.
   VirtioBoard(const Config& config, VmHandles& vm, MachineLoop& loop, devices::MmioBus& mmio,
-              devices::ByteSink& console_out, std::vector<devices::BlockFile> drives);
+              devices::ByteSink& console_out, std::vector<devices::BlockFile> drives,
+              NetBackends& nets);
   VirtioBoard(const VirtioBoard&) = delete;
   VirtioBoard& operator=(const VirtioBoard&) = delete;
 
@@ -44,6 +47,8 @@ class VirtioBoard {
 
  private:
   void add_disk(const Config& config, VmHandles& vm, std::size_t index, devices::BlockFile file);
+  void add_nic(const Config& config, MachineLoop& loop, std::size_t index,
+               devices::NetBackend& backend);
 
   std::unique_ptr<VirtioMmioDevices> devices_;  // null without virtio devices
   devices::VirtioConsole* console_ = nullptr;  // owned by devices_

@@ -67,6 +67,23 @@ void allow_pulse_train(SyscallAllowList& l, const SeccompFacts& facts) {
   l.allow_ioctl(facts.vm_fd, KVM_IRQFD);
 }
 
+// --net (docs/network.md, "Seccomp"): the loop moves every frame. A TAP is read, and written
+// with a zeroed virtio-net header in front of each frame (writev). libslirp runs inside the
+// loop's calls into it and makes the host side of each guest flow: sockets of its own (TCP and
+// UDP; a raw ICMP socket as its ping fallback), their options and addresses, the data, and
+// /etc/resolv.conf at the guest's first DNS query (openat, newfstatat and read, in the loop's
+// list already).
+void allow_network(SyscallAllowList& l, const SeccompFacts& facts) {
+  if (facts.net_tap) l.allow(SYS_writev);
+  if (!facts.net_user) return;
+  l.allow({SYS_socket, SYS_connect, SYS_bind, SYS_listen, SYS_accept, SYS_accept4,
+           SYS_getsockname, SYS_getpeername, SYS_getsockopt, SYS_setsockopt, SYS_shutdown,
+           SYS_sendto, SYS_recvfrom, SYS_recvmsg, SYS_sendmsg});
+  l.allow_ioctl(SyscallAllowList::kAnyFd, FIONREAD);
+  l.allow_fcntl(F_GETFL);
+  l.allow_fcntl(F_SETFL);
+}
+
 }  // namespace
 
 SyscallAllowList loop_allow_list(const SeccompFacts& facts) {
@@ -109,6 +126,7 @@ SyscallAllowList loop_allow_list(const SeccompFacts& facts) {
   // Teardown: irqfds and ioeventfds unbound as their owners go.
   l.allow_ioctl(facts.vm_fd, KVM_IRQFD);
   l.allow_ioctl(facts.vm_fd, KVM_IOEVENTFD);
+  allow_network(l, facts);
   // The terminal given back (ConsoleInput::restore_terminal; reading it: isatty).
   l.allow_ioctl(STDIN_FILENO, TCGETS);
   l.allow_ioctl(STDIN_FILENO, TCSETS);

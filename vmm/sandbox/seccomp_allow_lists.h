@@ -23,6 +23,8 @@ struct SeccompFacts {
   bool poll_timerfd = false;       // --poll timerfd-epoll or auto: the wait's timeout in a timerfd
   bool control_socket = false;     // --api-socket
   bool blk_uring = false;          // a virtio-blk disk on io_uring (set when one was created)
+  bool net_tap = false;            // --net tap=, tap-fd=: a TAP descriptor on the loop
+  bool net_user = false;           // --net user: libslirp's sockets on the loop
   // A sanitizer runtime shares every thread (MINIVMM_SANITIZER_RUNTIME): its own syscalls.
   bool sanitizer_runtime = false;
 };

@@ -197,6 +197,24 @@ TEST_P(EventLoopTest, FdEventAloneReadsNoClock) {
   EXPECT_EQ(dynticks_.stats().passes, passes);
 }
 
+// The poll-timeout alarm fires only when a wait times out. Here every wait ends at once on a
+// ready fd, as under a client sending requests faster than the timer's period: the timer must
+// still run once it is due (it used to be postponed for as long as the events kept coming).
+TEST_P(EventLoopTest, ASteadyTrickleOfFdEventsDoesNotPostponeADueTimer) {
+  Pipe p;
+  loop_.watch(p.r, kReadable, FdHandlers{[&] { p.drain(); }, {}, {}});
+  int fired = 0;
+  timers::Timer t(rt_, "t", [&](const timers::Timer::Expiry&) { ++fired; });
+  t.arm_after(2ms);
+  const auto give_up = std::chrono::steady_clock::now() + 1s;
+  while (fired == 0 && std::chrono::steady_clock::now() < give_up) {
+    p.put();  // ready before the wait: it returns at once, never by timeout
+    ASSERT_TRUE(loop_.run_once());
+  }
+  EXPECT_EQ(fired, 1);
+  EXPECT_EQ(loop_.stats().timeouts, 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, EventLoopTest,
                          ::testing::Values(PollerKind::kPpoll, PollerKind::kEpoll,
                                            PollerKind::kTimerfdEpoll, PollerKind::kAuto),

@@ -49,5 +49,22 @@ TEST(VmClockTest, PauseAndResumeAreIdempotent) {
   EXPECT_EQ(vm.now(), 1s);
 }
 
+// A restored VM's clock: paused at the snapshot's instant whatever the host's clock says (a
+// fresh process, hours later), and running on from there.
+TEST(VmClockTest, ARestoredClockCarriesOnFromTheSnapshotsInstant) {
+  FakeClock base(100s);
+  VmClock vm(base);
+  vm.set_paused_at(7s);
+  EXPECT_TRUE(vm.paused());
+  EXPECT_EQ(vm.now(), 7s);
+  base.advance(30s);
+  EXPECT_EQ(vm.now(), 7s);
+  vm.resume();
+  EXPECT_EQ(vm.now(), 7s);
+  base.advance(4ms);
+  EXPECT_EQ(vm.now(), 7s + 4ms);
+  EXPECT_EQ(vm.to_monotonic(7s + 10ms), 130s + 10ms);
+}
+
 }  // namespace
 }  // namespace minivmm::timers
