@@ -320,6 +320,17 @@ isr_lapic:
         popq    %rax
         iretq
 
+/* net=echo's virtio-net interrupt through the I/O APIC (edge): count it and
+ * EOI; the wakeup is the point, kernel.c's idle loop then polls the rings. */
+        .globl  isr_net
+isr_net:
+        incq    net_irqs(%rip)
+        pushq   %rax
+        movl    $(LAPIC_BASE + LAPIC_EOI), %eax
+        movl    $0, (%rax)
+        popq    %rax
+        iretq
+
 /* A spurious IRQ15 from the slave was real to the master (it saw IRQ2), so
  * the master, and only the master, wants an EOI. A spurious IRQ7 and the
  * APIC spurious vector want none (8259A data sheet; SDM vol. 3A, "Spurious
@@ -366,6 +377,9 @@ idtr:
         .globl  tick_count
 tick_count:
         .quad   0
+        .globl  net_irqs
+net_irqs:
+        .quad   0
 
 /* A 64-bit interrupt gate (SDM vol. 3A, "64-Bit Mode IDT"): present, DPL 0, type 0xe.
  * The handler's address halves come from guest.ld (idt_hi and the
@@ -395,6 +409,7 @@ idt:
         GATE_AT VEC_RTC, idt_lo_rtc
         GATE_AT VEC_PIC_SPURIOUS_S, idt_lo_spurious_slave
         GATE_AT VEC_LAPIC_TIMER, idt_lo_lapic
+        GATE_AT VEC_NET, idt_lo_net
         GATE_AT VEC_LAPIC_SPURIOUS, idt_lo_spurious
         /* Vectors left out are not-present: a stray one raises #NP, which
          * the exception path reports. */

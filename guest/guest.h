@@ -39,6 +39,7 @@ static inline void lapic_write(uint32_t reg, uint32_t value)
 /* ------------------------------------------------------------- boot.S --- */
 
 extern volatile uint64_t tick_count;   /* the tick handlers count it */
+extern volatile uint64_t net_irqs;     /* isr_net counts the NIC's interrupts */
 
 noreturn void halt_forever(void);
 /* Called by boot.S: the 64-bit entry, and the CPU exception stubs. */
@@ -95,5 +96,13 @@ extern int vcon_active;   /* console=virtio is up: output goes there */
 void vcon_puts(const char *s);
 void virtio_console_start(void);
 void blk_check(uint64_t request_sectors);
+/* net=echo (virtio_net.c): bring the NIC up with address ip (network order)
+ * and print its MAC and address; net_pending says whether net_poll has
+ * work (cheap: three memory reads), net_poll answers what arrived,
+ * net_report prints the counts. */
+void net_start(const uint8_t ip[4]);
+int net_pending(void);
+void net_poll(void);
+void net_report(void);
 
 #endif

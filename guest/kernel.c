@@ -4,7 +4,7 @@
  * report of a CPU exception. Entered from boot.S with our own GDT, IDT, page
  * tables and stack in place, interrupts off. The drivers it calls are one
  * file each (guest.h lists them): serial.c, pic.c, pit.c, lapic.c, rtc.c,
- * virtio.c.
+ * timing.c, and the virtio drivers (virtio*.c).
  *
  * Every instruction is emulated by the host's KVM (~0.5 us each), so: no
  * output per tick, no clearing of memory, no loops longer than the command
@@ -34,6 +34,8 @@ struct config {
     int stamps;                     /* stamps: time every tick (kvmclock), report at the end */
     int busy;                       /* busy: spin between ticks instead of halting */
     int panic;                      /* panic: say so through pvpanic after the banner */
+    int net_echo;                   /* net=echo: answer ARP, ping and UDP port 7 */
+    uint8_t ip[4];                  /* ip=A.B.C.D: net=echo's address */
 };
 
 /* Blanks and control characters separate words, as isspace() does for
@@ -83,6 +85,23 @@ static int parse_number(const char *s, uint64_t max, uint64_t *out)
         return 0;
     *out = v;
     return 1;
+}
+
+/* A dotted quad A.B.C.D, each part 1..3 digits of 0..255, ending the word. */
+static int parse_ip(const char *s, uint8_t out[4])
+{
+    for (int i = 0; i < 4; i++) {
+        const char *start = s;
+        uint32_t v = 0;
+        while (*s >= '0' && *s <= '9' && s - start < 3)
+            v = v * 10 + (uint32_t)(*s++ - '0');
+        if (s == start || v > 255)
+            return 0;
+        out[i] = (uint8_t)v;
+        if (i < 3 && *s++ != '.')
+            return 0;
+    }
+    return is_sep(*s);
 }
 
 static noreturn void reject(const char *word, const char *why)
@@ -144,6 +163,11 @@ static void parse_cmdline(const char *p, struct config *cfg)
             cfg->busy = 1;
         } else if (word_is(word, "panic")) {
             cfg->panic = 1;
+        } else if (word_is(word, "net=echo")) {
+            cfg->net_echo = 1;
+        } else if ((v = after_key(word, "ip="))) {
+            if (!parse_ip(v, cfg->ip))
+                reject(word, "ip must be an IPv4 address A.B.C.D");
         } else if ((v = after_key(word, "virtio_mmio.device="))) {
             /* Linux's word (the VMM appends one per device): where virtio devices are. A
              * window this guest cannot use is skipped with a note, as Linux would. */
@@ -197,18 +221,28 @@ static noreturn void guest_panic(void);
  * instruction (SDM vol. 2B, STI). ~7 instructions per tick. With `busy`
  * the vCPU never halts: it computes (spins) between ticks, as a guest with
  * work to do keeps a host CPU busy. */
-static void wait_for_tick(uint64_t target, int busy)
+static void wait_for_tick(uint64_t target, int busy, int net)
 {
     if (busy) {
         __asm__ volatile("sti" ::: "memory");
-        while (tick_count < target)
+        while (tick_count < target) {
+            if (net && net_pending())
+                net_poll();
             __asm__ volatile("pause" ::: "memory");
+        }
         return;
     }
     for (;;) {
         __asm__ volatile("cli" ::: "memory");
         if (tick_count >= target)
             break;
+        /* net=echo: whatever woke us (the NIC's interrupt, or the tick when
+         * it has none) may have left frames; answer them with interrupts on. */
+        if (net && net_pending()) {
+            __asm__ volatile("sti" ::: "memory");
+            net_poll();
+            continue;
+        }
         __asm__ volatile("sti; hlt" ::: "memory");
     }
     __asm__ volatile("sti" ::: "memory");
@@ -230,7 +264,8 @@ static void start_timer(const struct config *cfg)
 
 noreturn void kmain(const uint8_t *boot_params)
 {
-    struct config cfg = {TIMER_PIT, 250, 0, 0, 0, 0, 0, 0, 0, BLK_CHUNK / 512, 0, 0, 0};
+    struct config cfg = {TIMER_PIT, 250, 0, 0, 0, 0, 0, 0, 0, BLK_CHUNK / 512, 0, 0, 0,
+                         0, {10, 0, 2, 15}};
     uint32_t cmdline = *(const volatile uint32_t *)(boot_params + BP_CMD_LINE_PTR);
 
     serial_init();
@@ -269,6 +304,8 @@ noreturn void kmain(const uint8_t *boot_params)
         __asm__ volatile("int3");
     if (cfg.panic)
         guest_panic();
+    if (cfg.net_echo)
+        net_start(cfg.ip);
 
     start_timer(&cfg);
     int stamping = cfg.stamps && stamps_start(cfg.hz);
@@ -284,7 +321,7 @@ noreturn void kmain(const uint8_t *boot_params)
         uint64_t goal = next_report;
         if (cfg.ticks && cfg.ticks < goal)
             goal = cfg.ticks;
-        wait_for_tick(stamping ? seen + 1 : goal, cfg.busy);
+        wait_for_tick(stamping ? seen + 1 : goal, cfg.busy, cfg.net_echo);
         if (stamping) {
             uint64_t now = tick_count;
             stamps_tick(now - seen);
@@ -301,6 +338,8 @@ noreturn void kmain(const uint8_t *boot_params)
         if (goal == cfg.ticks) {
             if (stamping)
                 stamps_report();
+            if (cfg.net_echo)
+                net_report();
             puts("done ");
             put_dec(cfg.ticks);
             puts("\n");

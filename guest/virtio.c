@@ -3,7 +3,8 @@
  * queues (2.7) that every driver here shares: finding a device, feature
  * negotiation, queue set-up, and running one request to completion by
  * polling the used ring. No interrupts, rings in fixed guest RAM
- * (layout.h). The drivers are a file each: virtio_console.c, virtio_blk.c.
+ * (layout.h). The drivers are a file each: virtio_console.c, virtio_blk.c,
+ * virtio_net.c (which runs its own two queues and takes interrupts).
  *
  * Devices are found where the command line's virtio_mmio.device= words say
  * (minivmm appends them, and so does QEMU's microvm without ACPI), else at
@@ -12,8 +13,6 @@
 #include "virtio.h"
 
 #define VQ_SIZE             4
-#define VQ_AVAIL_OFF        0x100
-#define VQ_USED_OFF         0x200
 
 /* ------------------------------------------------------ finding devices --- */
 
@@ -25,6 +24,7 @@
 #define VIRTIO_WINDOW_MIN   0x200
 
 static uintptr_t windows[VIRTIO_WINDOWS_MAX] = {0};
+static uint32_t window_irqs[VIRTIO_WINDOWS_MAX] = {0};   /* the GSI each word gave */
 static uint32_t window_count = 0;
 /* virtio_find met a device of the id it looked for with the legacy
  * (version 1) registers: the error says so, as that is QEMU's default. */
@@ -100,7 +100,8 @@ const char *virtio_mmio_word(const char *v)
         return "window outside the MMIO this guest maps (0xd0000000 and 0xfea00000, 2 MiB each)";
     if (window_count == VIRTIO_WINDOWS_MAX)
         return "more than 32 virtio_mmio.device= words";
-    windows[window_count++] = (uintptr_t)addr;
+    windows[window_count] = (uintptr_t)addr;
+    window_irqs[window_count++] = irq > 0xffff ? VIRTIO_NO_IRQ : (uint32_t)irq;
     return 0;
 }
 
@@ -121,6 +122,15 @@ uintptr_t virtio_find(uint32_t device_id)
     return 0;
 }
 
+uint32_t virtio_irq(uintptr_t r)
+{
+    for (uint32_t i = 0; i < window_count; i++) {
+        if (windows[i] == r)
+            return window_irqs[i];
+    }
+    return VIRTIO_NO_IRQ;
+}
+
 void virtio_missing(const char *word, const char *device)
 {
     puts("minivmm-guest: error: ");
@@ -139,15 +149,16 @@ void virtio_missing(const char *word, const char *device)
 
 /* 3.1.1: reset, ACKNOWLEDGE|DRIVER, accept VERSION_1 and, of the low word,
  * only `want` where offered (blk: FLUSH, bit 9, for the flush it sends),
- * FEATURES_OK, queue `q`, DRIVER_OK. Returns 0 if the device refused. */
-int virtio_start(uintptr_t r, struct vq *vq, uint32_t q, uintptr_t base, uint32_t want)
+ * FEATURES_OK. Returns the low feature word accepted, or -1 if the device
+ * refused. */
+int64_t virtio_negotiate(uintptr_t r, uint32_t want)
 {
     vwrite(r, VR_STATUS, 0);
     vwrite(r, VR_STATUS, 1);
     vwrite(r, VR_STATUS, 3);
     vwrite(r, VR_DEVICE_FSEL, 1);
     if (!(vread(r, VR_DEVICE_FEATURES) & 1))
-        return 0;
+        return -1;
     vwrite(r, VR_DEVICE_FSEL, 0);
     uint32_t low = vread(r, VR_DEVICE_FEATURES) & want;
     vwrite(r, VR_DRIVER_FSEL, 0);
@@ -156,14 +167,21 @@ int virtio_start(uintptr_t r, struct vq *vq, uint32_t q, uintptr_t base, uint32_
     vwrite(r, VR_DRIVER_FEATURES, 1);
     vwrite(r, VR_STATUS, 0xb);
     if (!(vread(r, VR_STATUS) & 8))
-        return 0;
+        return -1;
+    return low;
+}
+
+/* Queue q with `size` entries in the 4 KiB at base (vq_* offsets in
+ * virtio.h), rings cleared. Returns 0 if the device has fewer entries. */
+int virtio_queue(uintptr_t r, uint32_t q, uintptr_t base, uint32_t size)
+{
     vwrite(r, VR_QUEUE_SEL, q);
-    if (vread(r, VR_QUEUE_NUM_MAX) < VQ_SIZE)
+    if (vread(r, VR_QUEUE_NUM_MAX) < size)
         return 0;
     /* The rings start empty: avail flags/idx and used idx are ours to clear. */
     *(volatile uint32_t *)(base + VQ_AVAIL_OFF) = 0;
     *(volatile uint32_t *)(base + VQ_USED_OFF) = 0;
-    vwrite(r, VR_QUEUE_NUM, VQ_SIZE);
+    vwrite(r, VR_QUEUE_NUM, size);
     vwrite(r, VR_QUEUE_DESC, (uint32_t)base);
     vwrite(r, VR_QUEUE_DESC + 4, 0);
     vwrite(r, VR_QUEUE_DRIVER, (uint32_t)(base + VQ_AVAIL_OFF));
@@ -171,8 +189,20 @@ int virtio_start(uintptr_t r, struct vq *vq, uint32_t q, uintptr_t base, uint32_
     vwrite(r, VR_QUEUE_DEVICE, (uint32_t)(base + VQ_USED_OFF));
     vwrite(r, VR_QUEUE_DEVICE + 4, 0);
     vwrite(r, VR_QUEUE_READY, 1);
+    return 1;
+}
+
+/* DRIVER_OK; 0 if the device then asks for a reset (DEVICE_NEEDS_RESET). */
+int virtio_driver_ok(uintptr_t r)
+{
     vwrite(r, VR_STATUS, 0xf);
-    if (vread(r, VR_STATUS) & 0x40)
+    return !(vread(r, VR_STATUS) & 0x40);
+}
+
+int virtio_start(uintptr_t r, struct vq *vq, uint32_t q, uintptr_t base, uint32_t want)
+{
+    if (virtio_negotiate(r, want) < 0 || !virtio_queue(r, q, base, VQ_SIZE) ||
+        !virtio_driver_ok(r))
         return 0;
     vq->regs = r;
     vq->index = q;
