@@ -221,29 +221,42 @@ static noreturn void guest_panic(void);
  * instruction (SDM vol. 2B, STI). ~7 instructions per tick. With `busy`
  * the vCPU never halts: it computes (spins) between ticks, as a guest with
  * work to do keeps a host CPU busy. */
-static void wait_for_tick(uint64_t target, int busy, int net)
+static void wait_for_tick(uint64_t target, int busy)
 {
     if (busy) {
         __asm__ volatile("sti" ::: "memory");
-        while (tick_count < target) {
-            if (net && net_pending())
-                net_poll();
+        while (tick_count < target)
             __asm__ volatile("pause" ::: "memory");
-        }
         return;
     }
     for (;;) {
         __asm__ volatile("cli" ::: "memory");
         if (tick_count >= target)
             break;
-        /* net=echo: whatever woke us (the NIC's interrupt, or the tick when
-         * it has none) may have left frames; answer them with interrupts on. */
-        if (net && net_pending()) {
+        __asm__ volatile("sti; hlt" ::: "memory");
+    }
+    __asm__ volatile("sti" ::: "memory");
+}
+
+/* wait_for_tick for net=echo: whatever woke us (the NIC's interrupt, or the
+ * tick when it has none) may have left frames; answer them with interrupts
+ * on, then wait again. A loop of its own, so that without net=echo a tick
+ * costs what it did. */
+static void wait_for_tick_or_frame(uint64_t target, int busy)
+{
+    for (;;) {
+        __asm__ volatile("cli" ::: "memory");
+        if (tick_count >= target)
+            break;
+        if (net_pending()) {
             __asm__ volatile("sti" ::: "memory");
             net_poll();
             continue;
         }
-        __asm__ volatile("sti; hlt" ::: "memory");
+        if (busy)
+            __asm__ volatile("sti; pause" ::: "memory");
+        else
+            __asm__ volatile("sti; hlt" ::: "memory");
     }
     __asm__ volatile("sti" ::: "memory");
 }
@@ -321,7 +334,11 @@ noreturn void kmain(const uint8_t *boot_params)
         uint64_t goal = next_report;
         if (cfg.ticks && cfg.ticks < goal)
             goal = cfg.ticks;
-        wait_for_tick(stamping ? seen + 1 : goal, cfg.busy, cfg.net_echo);
+        uint64_t target = stamping ? seen + 1 : goal;
+        if (cfg.net_echo)
+            wait_for_tick_or_frame(target, cfg.busy);
+        else
+            wait_for_tick(target, cfg.busy);
         if (stamping) {
             uint64_t now = tick_count;
             stamps_tick(now - seen);
