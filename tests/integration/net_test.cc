@@ -428,12 +428,13 @@ TEST(BootNetTest, HostileFramesFromTheTapSideAreDroppedAndTheGuestKeepsAnswering
   EXPECT_EQ(ping_received(ping.out), 20) << ping.out;
   EXPECT_EQ(echo, pattern(kMtuPayload));
   const auto& n = nic(r);
-  // The frames beyond the guest's buffers never reached it; thousands of others did, and all but
-  // the well-formed requests among them were dropped there. The guest's replies are the 1022
-  // pings, the datagram, and about a hundred answers to the generator's ARP requests that happen
-  // to be well-formed (seed 24: 1115 in all).
+  // The frames beyond the guest's buffers never reached it; thousands of others did (5846 in a
+  // release build; the bound leaves room for a sanitizer build's slower loop, behind which the
+  // TAP's queue drops more), and all but the well-formed requests among them were dropped
+  // there. The guest's replies are the 1022 pings, the datagram, and about a hundred answers to
+  // the generator's ARP requests that happen to be well-formed (seed 24: 1115 in all).
   EXPECT_GT(counter(n, "rx_dropped_too_big"), 0u) << n.dump();
-  EXPECT_GT(counter(n, "rx_frames"), 3000u) << n.dump();
+  EXPECT_GT(counter(n, "rx_frames"), 1000u) << n.dump();
   EXPECT_LT(counter(n, "tx_frames"), 1300u) << n.dump();
   EXPECT_EQ(counter(n, "tx_malformed"), 0u) << n.dump();
 }
