@@ -409,7 +409,7 @@ TEST(BootNetTest, HostileFramesFromTheTapSideAreDroppedAndTheGuestKeepsAnswering
         ++refused;  // shorter than an Ethernet header: the kernel refuses it (EINVAL)
       }
       // Bursts of 200: enough to run the guest out of buffers, not so many that the TAP's own
-      // queue (500 frames) drops most of them.
+      // queue (txqueuelen, 1000 frames) drops most of them.
       if (i % 200 == 199) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     // The queue drains, then the guest must answer as before.
