@@ -320,8 +320,10 @@ noreturn void kmain(const uint8_t *boot_params)
     if (cfg.net_echo)
         net_start(cfg.ip);
 
-    start_timer(&cfg);
+    /* Stamping starts just before the timer is programmed: its first edge is due one period
+     * after, so the span to tick N is N periods on time. */
     int stamping = cfg.stamps && stamps_start(cfg.hz);
+    start_timer(&cfg);
     if (cfg.stamps && !stamping)
         puts("stamps: unavailable (no kvmclock)\n");
 

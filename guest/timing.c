@@ -36,10 +36,10 @@ static volatile struct pvclock clock_page = {0, 0, 0, 0, 0, 0, 0, {0, 0}};
 
 /* The stamps so far. */
 static struct {
-    uint64_t first_ns, last_ns, gap_min, gap_max;
+    uint64_t start_ns, first_ns, last_ns, gap_min, gap_max;
     uint64_t ticks, bunched, run, longest_run;
     uint64_t period_ns;
-} st = {0, 0, UINT64_MAX, 0, 0, 0, 0, 0, 0};
+} st = {0, 0, 0, UINT64_MAX, 0, 0, 0, 0, 0, 0};
 
 static void cpuid(uint32_t leaf, uint32_t *a, uint32_t *b, uint32_t *c, uint32_t *d)
 {
@@ -58,6 +58,8 @@ static uint64_t rdtsc(void)
     return ((uint64_t)hi << 32) | lo;
 }
 
+static uint64_t clock_ns(void);
+
 int stamps_start(uint32_t hz)
 {
     uint32_t a, b, c, d;
@@ -70,6 +72,7 @@ int stamps_start(uint32_t hz)
         return 0;
     wrmsr(MSR_KVM_SYSTEM_TIME_NEW, (uint64_t)(uintptr_t)&clock_page | 1);
     st.period_ns = 1000000000ull / hz;
+    st.start_ns = clock_ns();
     return 1;
 }
 
@@ -122,8 +125,10 @@ void stamps_tick(uint64_t ticks)
     st.last_ns = now;
 }
 
-/* stamps: ticks=N elapsed_us=E gap_min_us=A gap_max_us=B bunched=K run=R.
- * elapsed is from the first tick to the last, so N - 1 periods on time. */
+/* stamps: ticks=N elapsed_us=E gap_min_us=A gap_max_us=B bunched=K run=R
+ * span_us=S. elapsed is from the first tick to the last, so N - 1 periods on
+ * time; span is from just before the timer was programmed to the last tick,
+ * so N periods on time: how far behind the guest is at its last tick. */
 void stamps_report(void)
 {
     puts("stamps: ticks=");
@@ -138,5 +143,7 @@ void stamps_report(void)
     put_dec(st.bunched);
     puts(" run=");
     put_dec(st.longest_run);
+    puts(" span_us=");
+    put_dec((st.last_ns - st.start_ns) / 1000);
     puts("\n");
 }

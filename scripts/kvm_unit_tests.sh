@@ -73,7 +73,12 @@ memory_mib() {
 #                "terminating on signal N" and exits 0; the suite reads the line and reports
 #                128 + N. (143 is also what a guest's debug-exit of 71 gives: without a forwarded
 #                signal it is taken as that.)
-#   other even   minivmm could not start or run the guest: QEMU prints an error and exits 1
+#   other even   minivmm could not start or run the guest (a KVM internal error, a guest panic
+#                through pvpanic, ...): 2, "most likely a run script failed" in the suite's
+#                scripts/vmm.bash table. Not QEMU's error exit 1: qemu_fixup_return_code passes
+#                a 1 whenever every stderr word it sees joins a line that says "warning", and
+#                it sees stderr as one line, so this script's own mapping warnings would turn
+#                a VMM failure into a PASS.
 signalled=0
 map_status() {
   local s=$1
@@ -92,7 +97,7 @@ map_status() {
     echo 0
   else
     echo "$self: minivmm failed with status $s" >&2
-    echo 1
+    echo 2
   fi
 }
 
@@ -248,12 +253,14 @@ trap 'forward TERM 15' TERM
 trap 'forward INT 2' INT
 trap 'forward HUP 1' HUP
 # `wait` also returns (with 128 + the signal) when a trapped signal arrives: then wait again,
-# until the child's own status is in; 127 means it was already collected.
+# until the child's own status is in. 127 means "already collected" only after such a signal;
+# before one it is the child's own status: a guest's abort() is exit(63), status 127, which
+# QEMU returns too and the suite reports FAIL.
 status=1
 while :; do
   wait "$child"
   s=$?
-  ((s == 127)) && break
+  ((s == 127 && signalled != 0)) && break
   status=$s
   ((s > 128)) || break
   if ! kill -0 "$child" 2>/dev/null; then

@@ -28,6 +28,12 @@ declare -A need=(
   [gnuplot-nox]=/usr/bin/gnuplot
   [clang]=/usr/bin/clang
   [libclang-rt-14-dev]=/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a
+  # `minivmm test`: manifests are TOML (vmm/testrun/), and its JUnit test reads the report with
+  # a real consumer.
+  [libtomlplusplus-dev]=/usr/include/toml++/toml.h
+  [python3-junitparser]=/usr/lib/python3/dist-packages/junitparser/__init__.py
+  # scripts/bench_test_runner.sh: each run's wall and CPU time.
+  [time]=/usr/bin/time
 )
 
 missing=()

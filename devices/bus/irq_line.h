@@ -21,6 +21,11 @@ class IrqLine {
     set_level(false);
   }
 
+  // An edge raised by the calling thread itself, with no hop through a worker of the host's
+  // (KVM's irqfd injects from a kernel worker thread, which a busy host may hold off for a
+  // second): for ticks already late, which must not wait behind the edges that made them late.
+  virtual void pulse_now() noexcept { pulse(); }
+
   // A pulse whose delivery is checked: false if the controller already had this interrupt
   // pending, so the edge merged with it and the guest will see one interrupt for two
   // (coalesced). Costs more than pulse() on KVM; used on the lost-tick catch-up path.

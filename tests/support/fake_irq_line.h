@@ -38,6 +38,15 @@ class FakeIrqLine final : public devices::IrqLine {
       }
     }
   }
+  // The calling thread's own edge (KVM_IRQ_LINE): the same edge, counted apart.
+  void pulse_now() noexcept override {
+    {
+      std::lock_guard lock(mu_);
+      ++pulses_now_;
+    }
+    pulse();
+  }
+  int pulses_now() const { std::lock_guard lock(mu_); return pulses_now_; }
   bool pulse_checked() noexcept override {
     std::lock_guard lock(mu_);
     ++checked_;
@@ -115,6 +124,7 @@ class FakeIrqLine final : public devices::IrqLine {
   mutable std::mutex mu_;
   bool level_ = false;
   int pulses_ = 0;
+  int pulses_now_ = 0;
   int rising_edges_ = 0;
   int coalesce_next_ = 0;
   int coalesced_ = 0;

@@ -31,7 +31,20 @@ class FakePulseTrain final : public devices::PulseTrain {
     settle();
     ++stops;
   }
-  std::uint64_t delivered() noexcept override { return done_ + edges_so_far(); }
+  std::uint64_t delivered() noexcept override {
+    update();
+    return delivered_;
+  }
+  std::uint64_t missed() noexcept override {
+    update();
+    return missed_;
+  }
+  // The next `n` edges of the schedule fire with nothing to carry them to the line
+  // (HostKernelPulseTrain: no poll armed): they are counted missed, not delivered.
+  void miss_next(std::uint64_t n) {
+    update();
+    miss_next_ += n;
+  }
   void set_turn_hook(TurnHook hook) noexcept override { hook_ = std::move(hook); }
   void report(devices::ReportWriter& out) const override {
     out.count("starts", starts.size());
@@ -62,7 +75,20 @@ class FakePulseTrain final : public devices::PulseTrain {
     if (!running_ || clock->now() < first_) return 0;
     return static_cast<std::uint64_t>((clock->now() - first_) / period_) + 1;
   }
+  // Sorts the edges that came since the last look into delivered and missed.
+  void update() {
+    for (const std::uint64_t total = done_ + edges_so_far(); seen_ < total; ++seen_) {
+      if (miss_next_ > 0) {
+        --miss_next_;
+        ++missed_;
+      } else {
+        ++delivered_;
+      }
+    }
+  }
   void settle() {
+    update();
+    miss_next_ = 0;  // a miss belongs to the schedule that was running
     done_ += edges_so_far();
     running_ = false;
   }
@@ -70,6 +96,10 @@ class FakePulseTrain final : public devices::PulseTrain {
   Nanos first_{0};
   Nanos period_{1};
   std::uint64_t done_ = 0;
+  std::uint64_t seen_ = 0;  // edges sorted by update()
+  std::uint64_t delivered_ = 0;
+  std::uint64_t missed_ = 0;
+  std::uint64_t miss_next_ = 0;
   std::uint64_t pulsed_ = 0;
   TurnHook hook_;
   Nanos next_turn_{0};

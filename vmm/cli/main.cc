@@ -18,6 +18,7 @@
 #include "vmm/host/output_file.h"
 #include "vmm/cli/size_parser.h"
 #include "vmm/machine/virtio_mmio_devices.h"
+#include "vmm/testrun/test_cli.h"
 #include "vmm/vmm_error.h"
 
 namespace {
@@ -184,6 +185,10 @@ int main(int argc, char** argv) {
                   "pin threads to host CPUs: loop=CPU,vcpu=CPU (a CPU or a range a-b each; "
                   "default: not pinned)");
 
+  // `minivmm test`: suites of boot tests, each test a `minivmm run` child (vmm/testrun/).
+  minivmm::testrun::TestCommandOptions test_options;
+  CLI::App* test = minivmm::testrun::add_test_subcommand(app, test_options);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -194,10 +199,12 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // One line, like every other error: scripts grep the first line of stderr.
-    std::fprintf(stderr, "minivmm: error: %s (see 'minivmm run --help')\n", e.what());
+    std::fprintf(stderr, "minivmm: error: %s (see 'minivmm %s --help')\n", e.what(),
+                 test->parsed() ? "test" : "run");
     return to_int(ExitCode::kUsage);
   }
   minivmm::log::set_level(minivmm::log::level_from_name(log_level));
+  if (test->parsed()) return minivmm::testrun::run_test_command(test_options);
 
   const auto mem = minivmm::vmm::parse_size(memory);
   if (!mem) {

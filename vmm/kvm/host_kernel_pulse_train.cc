@@ -58,6 +58,19 @@ HostKernelPulseTrain::~HostKernelPulseTrain() {
 
 bool HostKernelPulseTrain::start(Nanos first, Nanos period) noexcept {
   std::lock_guard lock(mu_);
+  if (held_ && gen_.eventfd >= 0 && period == period_ && !suspended_) {
+    // Back from a hold on the same schedule: re-arm the generation still bound, so no
+    // KVM_IRQFD unbinding waits for the injection worker the hold was for. Its polls still in
+    // flight complete at their timers' next edges.
+    held_ = false;
+    first_ = first;
+    if (arm_slots_locked(first) && refill_locked(clock_.now())) {
+      running_ = true;
+      ++stats_.releases;
+      return true;
+    }
+  }
+  held_ = false;
   withdraw_locked();
   running_ = false;
   if (period <= Nanos{0}) return false;
@@ -76,13 +89,49 @@ bool HostKernelPulseTrain::start(Nanos first, Nanos period) noexcept {
 void HostKernelPulseTrain::stop() noexcept {
   std::lock_guard lock(mu_);
   running_ = false;
+  held_ = false;
   withdraw_locked();
+}
+
+void HostKernelPulseTrain::hold() noexcept {
+  std::lock_guard lock(mu_);
+  if (!running_) return;
+  running_ = false;  // no refill, and resume() re-arms nothing
+  held_ = true;
+  ++stats_.holds;
+  refill_timer_.cancel();
+  // What the slots whose polls completed saw since their last read (as a refill would): edges
+  // beyond the one reported fired with no poll armed. A slot whose poll is still in flight is
+  // left alone (reading it would swallow the edge its poll is about to report).
+  reap_locked();
+  for (std::size_t slot = 0; slot < gen_.timerfds.size(); ++slot) {
+    if (!gen_.fired[slot]) continue;
+    std::uint64_t count = 0;
+    thread_syscalls().add(Syscall::kRead);
+    if (::read(gen_.timerfds[slot], &count, sizeof count) == sizeof count && count > 1) {
+      stats_.missed += count - 1;
+    }
+    gen_.fired[slot] = false;
+  }
+  // Disarmed, the timers fire no more edges; the polls still armed on them stay in flight and
+  // complete only when the generation is closed, after it is unbound (the next start()/stop()).
+  const itimerspec off{};
+  for (int fd : gen_.timerfds) {
+    thread_syscalls().add(Syscall::kTimerfdSettime);
+    ::timerfd_settime(fd, 0, &off, nullptr);
+  }
 }
 
 std::uint64_t HostKernelPulseTrain::delivered() noexcept {
   std::lock_guard lock(mu_);
   reap_locked();
   return stats_.delivered;
+}
+
+std::uint64_t HostKernelPulseTrain::missed() noexcept {
+  std::lock_guard lock(mu_);
+  reap_locked();
+  return stats_.missed;
 }
 
 void HostKernelPulseTrain::set_turn_hook(TurnHook hook) noexcept {
@@ -108,6 +157,8 @@ void HostKernelPulseTrain::report(devices::ReportWriter& out) const {
   out.count("polls_submitted", s.polls_submitted);
   out.count("missed", s.missed);
   out.count("failures", s.failures);
+  out.count("holds", s.holds);
+  out.count("releases", s.releases);
 }
 
 void HostKernelPulseTrain::suspend() noexcept {
@@ -189,11 +240,20 @@ bool HostKernelPulseTrain::open_generation_locked(Nanos first_edge) {
   gen_.counts.assign(depth_, 0);
   gen_.in_flight.assign(depth_, false);
   gen_.fired.assign(depth_, false);
-  const Nanos round = period_ * static_cast<std::int64_t>(depth_);
   for (std::size_t slot = 0; slot < depth_; ++slot) {
     const int fd = ::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
     if (fd < 0) return false;
     gen_.timerfds.push_back(fd);
+  }
+  if (!arm_slots_locked(first_edge)) return false;
+  ++stats_.generations;
+  return true;
+}
+
+bool HostKernelPulseTrain::arm_slots_locked(Nanos first_edge) {
+  const Nanos round = period_ * static_cast<std::int64_t>(depth_);
+  for (std::size_t slot = 0; slot < gen_.timerfds.size(); ++slot) {
+    const int fd = gen_.timerfds[slot];
     const auto host = clock_.to_monotonic(first_edge + period_ * static_cast<std::int64_t>(slot));
     if (!host) {
       errno = EINVAL;  // vm_clock paused: the caller should have waited for resume()
@@ -205,7 +265,6 @@ bool HostKernelPulseTrain::open_generation_locked(Nanos first_edge) {
     thread_syscalls().add(Syscall::kTimerfdSettime);
     if (::timerfd_settime(fd, TFD_TIMER_ABSTIME, &spec, nullptr) != 0) return false;
   }
-  ++stats_.generations;
   return true;
 }
 

@@ -66,8 +66,11 @@ class HostKernelPulseTrain final : public devices::PulseTrain {
     std::uint64_t generations = 0;  // start()s and resumes that set up a fresh schedule
     std::uint64_t refills = 0;
     std::uint64_t polls_submitted = 0;
-    std::uint64_t missed = 0;       // edges that fired with no poll armed (a late refill): lost
+    std::uint64_t missed = 0;       // edges that fired with no poll armed (a late refill, or a
+                                    // late poll completion): the PIT owes them (missed())
     std::uint64_t failures = 0;     // host refusals; the train stopped and start() said false
+    std::uint64_t holds = 0;        // the device gave up on the train (its edges came late)
+    std::uint64_t releases = 0;     // start()s that re-armed a held generation (no unbinding)
   };
 
   // `vm_timers` is the loop's vm_clock list (its clock gives the edges' times). At most
@@ -81,7 +84,9 @@ class HostKernelPulseTrain final : public devices::PulseTrain {
 
   bool start(timers::Nanos first, timers::Nanos period) noexcept override;
   void stop() noexcept override;
+  void hold() noexcept override;
   std::uint64_t delivered() noexcept override;
+  std::uint64_t missed() noexcept override;
   void set_turn_hook(TurnHook hook) noexcept override;
   // stats() without its reap: the counts as of the last refill or delivered() (the PIT's report
   // asks delivered() just before it writes this), so that a report changes nothing.
@@ -112,6 +117,7 @@ class HostKernelPulseTrain final : public devices::PulseTrain {
 
   // Arms slot s's timerfd for first_edge + s * period, repeating every depth periods.
   bool open_generation_locked(timers::Nanos first_edge);
+  bool arm_slots_locked(timers::Nanos first_edge);
   void close_generation_locked();
   // No refill and no armed edge: the refill timer cancelled, the generation closed.
   void withdraw_locked();
@@ -131,6 +137,7 @@ class HostKernelPulseTrain final : public devices::PulseTrain {
   mutable std::mutex mu_;  // guards everything below
   bool running_ = false;    // start()ed and not stop()ped
   bool suspended_ = false;  // vm_clock paused: nothing armed
+  bool held_ = false;       // hold(): the generation is kept, bound, its timers disarmed
   timers::Nanos first_{0};
   timers::Nanos period_{0};
   std::size_t depth_ = 0;   // this schedule's number of slots

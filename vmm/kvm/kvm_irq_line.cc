@@ -59,6 +59,11 @@ void KvmIrqLine::pulse() noexcept {
   [[maybe_unused]] const ssize_t n = ::write(irqfd_.get(), &one, sizeof one);
 }
 
+void KvmIrqLine::pulse_now() noexcept {
+  vm_.irq_line(gsi_, true);
+  vm_.irq_line(gsi_, false);
+}
+
 bool KvmIrqLine::pulse_checked() noexcept {
   const int status = vm_.irq_line(gsi_, true);
   vm_.irq_line(gsi_, false);

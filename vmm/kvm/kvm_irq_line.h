@@ -34,6 +34,7 @@ class KvmIrqLine final : public devices::IrqLine {
 
   void set_level(bool asserted) noexcept override;
   void pulse() noexcept override;
+  void pulse_now() noexcept override;
   bool pulse_checked() noexcept override;
   std::optional<std::uint64_t> acknowledgements() noexcept override;
   void stop_acknowledgements() noexcept override;

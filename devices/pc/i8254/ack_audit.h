@@ -73,6 +73,9 @@ class AckAudit {
   }
 
   std::uint64_t edges_merged() const noexcept { return edges_merged_; }
+  // The guest has acknowledged at least once: merges counted from here on are the host's doing
+  // (the first reading finds the edges sent before the guest enabled interrupts merged too).
+  bool acknowledged_once() const noexcept { return acks_seen_; }
   std::uint64_t audits() const noexcept { return audits_; }  // reads of the count
   bool abandoned() const noexcept { return abandoned_; }
 

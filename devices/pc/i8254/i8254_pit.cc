@@ -80,8 +80,12 @@ void I8254Pit::report(ReportWriter& out) const {
   out.count("period_clamps", s.period_clamps);
   out.count("timer_arms", s.timer_arms);
   out.count("train_starts", s.train_starts);
+  out.count("train_fallbacks", s.train_fallbacks);
+  out.count("fallback_ticks", s.fallback_ticks);
   out.count("bad_accesses", s.bad_accesses);
   out.count("ticks_merged", s.ticks_merged);
+  out.count("ticks_missed", s.ticks_missed);
+  out.count("ticks_redelivered", s.ticks_redelivered);
   out.count("ticks_injected_by_pit", s.ticks_injected_by_pit);
   out.count("ack_audits", s.ack_audits);
   out.flag("acks_abandoned", s.acks_abandoned);

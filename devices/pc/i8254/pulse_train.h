@@ -32,8 +32,17 @@ class PulseTrain {
   virtual bool start(timers::Nanos first, timers::Nanos period) noexcept = 0;
   // No edge after this returns (one already on its way may still land).
   virtual void stop() noexcept = 0;
+  // Like stop(), but from a tick path that must not block: no edge after this returns, and any
+  // teardown that may wait on the host is left to the next start() or stop(). HostKernelPulseTrain
+  // disarms its timers but keeps its irqfd bound: unbinding waits for KVM's injection worker,
+  // which is exactly what is being held off when the device gives up on the train.
+  virtual void hold() noexcept { stop(); }
   // Edges delivered so far by every train this object ran.
   virtual std::uint64_t delivered() noexcept = 0;
+  // Edges of the schedule that the train knows never reached the line (HostKernelPulseTrain:
+  // a timer fired again before its poll was re-armed, because the loop thread or the kernel's
+  // poll-completion worker ran late), so far. The device owes them, as it owes merged ones.
+  virtual std::uint64_t missed() noexcept { return 0; }
   // Set once, before the first start(); the hook must stay callable as long as the train runs.
   virtual void set_turn_hook(TurnHook hook) noexcept = 0;
   // The train's own counters, for the run report: its device nests them under its own

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "devices/log/log.h"
+
 namespace minivmm::devices {
 
 using timers::Nanos;
@@ -12,6 +14,8 @@ TickDelivery::TickDelivery(timers::TimerList& timers, IrqLine& irq, LostTickPoli
       policy_(policy),
       train_(train),
       audit_(irq, train),
+      fallback_timer_(timers, "i8254-irq0-fallback",
+                      [this](const timers::Timer::Expiry& e) { on_fallback_timer(e); }),
       retry_timer_(timers, "i8254-irq0-retry",
                    [this](const timers::Timer::Expiry& e) { on_retry_timer(e); }) {
   if (train_) train_->set_turn_hook([this](Nanos now) { on_train_turn(now); });
@@ -38,13 +42,15 @@ TickDelivery::Stats TickDelivery::stats() const {
 
 bool TickDelivery::restart(const std::optional<Schedule>& periodic, Nanos now) noexcept {
   std::lock_guard lock(mu_);
+  collect_missed_locked();  // the old program's: lost with the rest of what it owed, below
   stats_.ticks_lost += owed_ticks_;
   owed_ticks_ = 0;
   retry_timer_.cancel();
-  if (train_running_) {
-    train_->stop();
+  if (train_running_ || falling_back_) {
+    train_->stop();  // a held train's teardown too
     train_running_ = false;
   }
+  end_fallback_locked();
   if (!periodic) {
     period_ = Nanos{0};
     return false;
@@ -56,7 +62,16 @@ bool TickDelivery::restart(const std::optional<Schedule>& periodic, Nanos now) n
   ++stats_.train_starts;
   last_train_audit_ = now;
   train_first_ = periodic->first;
+  train_since_ = now;
+  trouble_seen_ = audit_.edges_merged();
+  missed_checked_ = stats_.ticks_missed;
+  trouble_checked_ = now;
   return true;
+}
+
+bool TickDelivery::falling_back() const {
+  std::lock_guard lock(mu_);
+  return falling_back_;
 }
 
 void TickDelivery::one_shot_edge() noexcept {
@@ -66,6 +81,10 @@ void TickDelivery::one_shot_edge() noexcept {
 
 std::optional<Nanos> TickDelivery::periodic_expiry(Nanos deadline, Nanos now) noexcept {
   std::lock_guard lock(mu_);
+  return periodic_expiry_locked(deadline, now);
+}
+
+std::optional<Nanos> TickDelivery::periodic_expiry_locked(Nanos deadline, Nanos now) noexcept {
   const Nanos lateness = now - deadline;
   if (lateness < period_) {
     deliver_periodic_tick_locked(false, now);
@@ -88,14 +107,24 @@ std::optional<Nanos> TickDelivery::periodic_expiry(Nanos deadline, Nanos now) no
 }
 
 void TickDelivery::pulse_locked() noexcept {
-  irq_.pulse();
+  if (direct_) {
+    irq_.pulse_now();
+  } else {
+    irq_.pulse();
+  }
   ++stats_.ticks_injected;
   audit_.count_edge();
 }
 
 void TickDelivery::on_train_turn(Nanos now) noexcept {
   std::lock_guard lock(mu_);
-  if (!train_running_ || !audit_.active()) return;
+  if (!train_running_) return;
+  if (!audit_.active()) {
+    // No acknowledgement count to audit, but the train's missed edges are still owed.
+    collect_missed_locked();
+    if (owed_ticks_ > 0 && !retry_timer_.pending()) deliver_owed_locked(now);
+    return;
+  }
   // The train's wakeups come every few periods at slow rates; an audit every
   // 2 * kAuditEveryTicks periods is enough (less half a period: the wakeups drift a little).
   const Nanos every = period_ * static_cast<std::int64_t>(2 * kAuditEveryTicks);
@@ -106,19 +135,108 @@ void TickDelivery::on_train_turn(Nanos now) noexcept {
 
 void TickDelivery::audit_locked(Nanos now) noexcept {
   ticks_since_audit_ = 0;
-  if (!audit_.active()) return;
-  if (!resolve_locked()) return;
+  collect_missed_locked();
+  if (audit_.active()) resolve_locked();
+  check_train_locked(now);
   if (owed_ticks_ > 0 && !retry_timer_.pending()) deliver_owed_locked(now);
+}
+
+void TickDelivery::check_train_locked(Nanos now) noexcept {
+  const std::uint64_t merged = audit_.edges_merged();
+  const std::uint64_t fresh_merged = merged - std::min(merged, trouble_seen_);
+  const std::uint64_t fresh_missed =
+      stats_.ticks_missed - std::min(stats_.ticks_missed, missed_checked_);
+  const std::int64_t periods = period_ > Nanos{0} ? (now - trouble_checked_) / period_ : 0;
+  trouble_seen_ = merged;
+  missed_checked_ = stats_.ticks_missed;
+  trouble_checked_ = now;
+  if (!train_running_) return;
+  const bool settled = now - train_since_ >= kTrainSettle && trouble_counts_;
+  // The edges a booting guest left unacknowledged with interrupts off are not the train's.
+  trouble_counts_ = audit_.acknowledged_once() || !audit_.active();
+  const std::uint64_t fresh = fresh_missed + (settled ? fresh_merged : 0);
+  if (fresh < kFallbackTroubleEdges) return;
+  if (static_cast<std::int64_t>(fresh) * kFallbackTroubleShare < periods) return;
+  fall_back_locked(now);
+}
+
+void TickDelivery::fall_back_locked(Nanos now) noexcept {
+  train_->hold();
+  collect_missed_locked();  // what the hold found the slots missed
+  train_running_ = false;
+  falling_back_ = true;
+  direct_ = true;
+  ++stats_.train_fallbacks;
+  if (now - train_since_ >= kTrainTrustedAfter) fallback_hold_ = kFirstFallbackHold;
+  fallback_until_ = now + fallback_hold_;
+  fallback_hold_ = std::min(fallback_hold_ * 2, kMaxFallbackHold);
+  // On with the train's grid: its next point after now.
+  const Nanos next = now < train_first_
+                         ? train_first_
+                         : train_first_ + ((now - train_first_) / period_ + 1) * period_;
+  fallback_timer_.arm_periodic(next, period_);
+  log::debug("i8254: pulse train held ({} edges missed, {} merged so far); the PIT's timer "
+             "delivers for {} ms",
+             stats_.ticks_missed, trouble_seen_, (fallback_until_ - now).count() / 1'000'000);
+}
+
+void TickDelivery::end_fallback_locked() noexcept {
+  fallback_timer_.cancel();
+  falling_back_ = false;
+  direct_ = false;
+}
+
+void TickDelivery::on_fallback_timer(const timers::Timer::Expiry& expiry) noexcept {
+  std::lock_guard lock(mu_);
+  if (!falling_back_) return;
+  ++stats_.fallback_ticks;
+  if (const auto next = periodic_expiry_locked(expiry.deadline, expiry.now)) {
+    fallback_timer_.arm_periodic(*next, period_);
+  }
+  if (expiry.now < fallback_until_) return;
+  // Time to try the train again, from the grid's next point (the list moved this periodic
+  // timer there already).
+  const Nanos first = fallback_timer_.pending() ? fallback_timer_.deadline()
+                                                : expiry.deadline + period_;
+  end_fallback_locked();
+  if (train_->start(first, period_)) {
+    train_running_ = true;
+    train_first_ = first;
+    train_since_ = expiry.now;
+    last_train_audit_ = expiry.now;
+    trouble_seen_ = audit_.edges_merged();
+    missed_checked_ = stats_.ticks_missed;
+    trouble_checked_ = expiry.now;
+    return;
+  }
+  // The train cannot run at all now: the timer stays on the grid for good.
+  falling_back_ = true;
+  direct_ = true;
+  fallback_until_ = timers::Nanos::max();
+  fallback_timer_.arm_periodic(first, period_);
+}
+
+void TickDelivery::collect_missed_locked() noexcept {
+  if (!train_) return;
+  const std::uint64_t missed = train_->missed();
+  if (missed <= train_missed_seen_) return;
+  const std::uint64_t fresh = missed - train_missed_seen_;
+  train_missed_seen_ = missed;
+  stats_.ticks_missed += fresh;
+  owe_or_lose_locked(fresh);
+}
+
+void TickDelivery::owe_or_lose_locked(std::uint64_t ticks) noexcept {
+  if (period_ != Nanos{0} && policy_ == LostTickPolicy::kDelay) {
+    owed_ticks_ += ticks;
+  } else {
+    stats_.ticks_lost += ticks;
+  }
 }
 
 std::optional<AckAudit::Resolution> TickDelivery::resolve_locked() noexcept {
   const auto r = audit_.resolve(train_running_);
-  if (!r || r->merged == 0) return r;
-  if (period_ != Nanos{0} && policy_ == LostTickPolicy::kDelay) {
-    owed_ticks_ += r->merged;
-  } else {
-    stats_.ticks_lost += r->merged;
-  }
+  if (r && r->merged > 0) owe_or_lose_locked(r->merged);
   return r;
 }
 
@@ -148,13 +266,14 @@ void TickDelivery::deliver_owed_locked(Nanos now) noexcept {
     sent = irq_.pulse_checked();
     if (sent) audit_.count_edge();
   } else if (line_free_for_owed_locked(now)) {
-    irq_.pulse();
+    irq_.pulse_now();
     audit_.count_edge();
     sent = true;
   }
   if (sent) {
     --owed_ticks_;
     ++stats_.ticks_injected;
+    ++stats_.ticks_redelivered;
     retry_delay_ = base_retry_delay();
   } else {
     ++stats_.ticks_coalesced;

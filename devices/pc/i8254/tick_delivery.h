@@ -16,7 +16,17 @@
 //   kAuditEveryTicks ticks (or on the train's own wakeups) AckAudit reads the guest's
 //   acknowledgement count and the edges it shows merged are owed (kDelay) or lost (kDiscard).
 // - A pulse train (PulseTrain: the host kernel raising the edges itself) takes a periodic
-//   schedule when it can; then this object runs only for the audit and the redeliveries.
+//   schedule when it can; then this object runs only for the audit and the redeliveries. Edges
+//   the train reports missed (PulseTrain::missed()) are owed or lost like merged ones, at the
+//   same turns.
+// - A train whose edges keep going missing or merging (kFallbackTroubleEdges at one audit: the
+//   host holds off the kernel worker that injects them) is held, and this object's own
+//   periodic timer delivers on the same grid through IrqLine::pulse_now() — the loop thread's
+//   KVM_IRQ_LINE, which no worker queue can delay — for a hold time that doubles each time
+//   (kFirstFallbackHold .. kMaxFallbackHold; back to the first after kTrainTrustedAfter of a
+//   train without trouble). Then the train is tried again.
+// - Owed ticks go out through IrqLine::pulse_now(): the calling thread raises them itself, so a
+//   catch-up never waits in the host worker queue that made the ticks late (docs/timekeeping.md).
 //
 // Threads: the owner's calls on its threads (the PIT's, under its lock), the retry timer on the
 // thread that runs its list, the train's turn hook on the train's; all take mu_. Lock order:
@@ -51,6 +61,20 @@ class TickDelivery {
   // bounded so a slow tick still retries promptly and a fast one not absurdly often.
   static constexpr timers::Nanos kMinRetryDelay{25'000};
   static constexpr timers::Nanos kMaxRetryDelay{1'000'000};
+  // Edges found missed or merged since the last audit of a running train that make this object
+  // hold the train and deliver the ticks itself: at least this many, and at least
+  // 1/kFallbackTroubleShare of the periods since. An idle guest on a quiet host has none; a few
+  // merged edges are a vCPU the host ran a few periods late (at 1 kHz, 10-30 a second here
+  // beside a build), which holding the train would not help; half the periods is a stall.
+  static constexpr std::uint64_t kFallbackTroubleEdges = 3;
+  static constexpr std::int64_t kFallbackTroubleShare = 2;
+  // Merged edges count toward a fallback only once the train has run this long: a booting
+  // guest leaves many ticks unacknowledged (interrupts off while it sets up), which is no
+  // fault of the train's. Missed edges (PulseTrain::missed()) count from the start: they are.
+  static constexpr timers::Nanos kTrainSettle{1'000'000'000};
+  static constexpr timers::Nanos kFirstFallbackHold{1'000'000'000};
+  static constexpr timers::Nanos kMaxFallbackHold{64'000'000'000};
+  static constexpr timers::Nanos kTrainTrustedAfter{30'000'000'000};
 
   struct Stats {
     std::uint64_t ticks_injected = 0;   // rising edges delivered to the interrupt controller
@@ -68,8 +92,14 @@ class TickDelivery {
                                               // these plus the train's, less the merged ones
     std::uint64_t ack_audits = 0;       // reads of the guest's acknowledgement count
     bool acks_abandoned = false;        // none came in kAcklessEdgesLimit edges: plain edges
+    std::uint64_t ticks_missed = 0;     // the pulse train's edges that never reached the line
+                                        // (PulseTrain::missed()): owed (kDelay) or lost
+    std::uint64_t ticks_redelivered = 0;  // owed ticks (late, merged or missed) sent later, at
+                                          // the guest's pace; part of ticks_injected
     std::uint64_t ticks_owed = 0;       // kDelay backlog right now
     std::uint64_t train_starts = 0;     // periodic programs handed to the pulse train
+    std::uint64_t train_fallbacks = 0;  // times the train was held for late edges
+    std::uint64_t fallback_ticks = 0;   // ticks this object's own timer sent meanwhile
   };
 
   // A periodic program's edges: at `first`, then every `period` (> 0).
@@ -99,19 +129,33 @@ class TickDelivery {
   // owner re-arms its periodic timer there.
   std::optional<timers::Nanos> periodic_expiry(timers::Nanos deadline,
                                                timers::Nanos now) noexcept;
+  // Whether this object's own timer delivers the ticks for a held train right now.
+  bool falling_back() const;
 
   LostTickPolicy policy() const noexcept { return policy_; }
   PulseTrain* train() const noexcept { return train_; }
   Stats stats() const;
 
  private:
+  std::optional<timers::Nanos> periodic_expiry_locked(timers::Nanos deadline,
+                                                      timers::Nanos now) noexcept;
   void deliver_periodic_tick_locked(bool late, timers::Nanos now) noexcept;
+  // At an audit of a running train: holds it if enough more went missing or merged since the
+  // last audit (kFallbackTroubleEdges, kFallbackTroubleShare).
+  void check_train_locked(timers::Nanos now) noexcept;
+  void fall_back_locked(timers::Nanos now) noexcept;
+  void end_fallback_locked() noexcept;
+  void on_fallback_timer(const timers::Timer::Expiry& expiry) noexcept;
   // Sends one owed tick if the line is free, else backs the retry off; re-arms the retry.
   void deliver_owed_locked(timers::Nanos now) noexcept;
   // Whether an owed tick may go out now (the audit's view of the line).
   bool line_free_for_owed_locked(timers::Nanos now) noexcept;
   // Reads the guest's acknowledgement count, then delivers what is owed.
   void audit_locked(timers::Nanos now) noexcept;
+  // The train's newly missed edges, made owed (kDelay, periodic program) or lost.
+  void collect_missed_locked() noexcept;
+  // Ticks of the periodic program that never reached the guest: owed (kDelay) or lost.
+  void owe_or_lose_locked(std::uint64_t ticks) noexcept;
   // The reading alone, with the merged edges it found made owed (kDelay) or lost.
   std::optional<AckAudit::Resolution> resolve_locked() noexcept;
   // A train edge came less than a quarter period ago, and may be the one still pending.
@@ -135,12 +179,24 @@ class TickDelivery {
   timers::Nanos train_first_{0};   // the running train's first edge: its grid's origin
   timers::Nanos last_train_audit_{0};  // when the train's turn hook last audited
   std::uint64_t owed_ticks_ = 0;   // kDelay: ticks due but not yet accepted by the controller
+  std::uint64_t train_missed_seen_ = 0;  // PulseTrain::missed() at the last collection
+  std::uint64_t trouble_seen_ = 0;       // merged at the last check_train_locked()
+  std::uint64_t missed_checked_ = 0;     // ticks_missed at the last check_train_locked()
+  timers::Nanos trouble_checked_{0};     // ...and when
+  bool trouble_counts_ = false;          // past the guest's first acknowledgement: merges are
+                                         // the host's doing, not interrupts still off
+  bool falling_back_ = false;            // the train is held; fallback_timer_ delivers
+  bool direct_ = false;                  // pulses go out through pulse_now() (falling back)
+  timers::Nanos fallback_until_{0};      // when the train is tried again
+  timers::Nanos fallback_hold_ = kFirstFallbackHold;  // the next fallback's hold
+  timers::Nanos train_since_{0};         // when the running train started
   std::uint64_t ticks_since_audit_ = 0;
   timers::Nanos retry_delay_{0};
   // ticks_injected counts this object's own edges here; stats() adds the train's.
   Stats stats_;
 
-  // Last member: destroyed (and so cancelled) first, before the state its callback uses.
+  // Last members: destroyed (and so cancelled) first, before the state their callbacks use.
+  timers::Timer fallback_timer_;
   timers::Timer retry_timer_;
 };
 

@@ -191,6 +191,40 @@ TEST(HostKernelPulseTrainTest, SuspendedWhileVmClockIsPausedAndResumedOnTheGrid)
   EXPECT_LE(after, ms + 2) << "the paused 20 ms were replayed";
 }
 
+// The device gives up on a train whose edges come late (TickDelivery's fallback): hold() must
+// stop the edges without unbinding (unbinding waits for KVM's injection worker, the very thing
+// that is late), and a start() on the same schedule afterwards re-arms the same generation.
+TEST(HostKernelPulseTrainTest, HoldStopsTheEdgesWithoutUnbindingAndStartReArmsTheSameGeneration) {
+  PulseTrainRig r;
+  const Nanos period = 1ms;
+  ASSERT_TRUE(r.train.start(r.vm.now() + period, period));
+  std::this_thread::sleep_for(10ms);
+  r.train.hold();
+  EXPECT_TRUE(r.detached.empty()) << "hold() unbound the eventfd";
+  EXPECT_FALSE(r.list.next_deadline().has_value()) << "a refill is still armed";
+  const std::uint64_t at_hold = r.train.delivered();
+  EXPECT_GE(at_hold, 5u);
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(r.train.delivered(), at_hold) << "edges after the hold";
+  std::uint64_t after = 0;
+  const std::uint64_t ms = elapsed_ms([&] {
+    ASSERT_TRUE(r.train.start(r.vm.now() + period, period));
+    std::this_thread::sleep_for(10ms);
+    after = r.train.delivered() - at_hold;
+  });
+  EXPECT_EQ(r.attached.size(), 1u) << "a new generation was bound";
+  EXPECT_TRUE(r.detached.empty());
+  const auto s = r.train.stats();
+  EXPECT_EQ(s.holds, 1u);
+  EXPECT_EQ(s.releases, 1u);
+  EXPECT_EQ(s.generations, 1u);
+  EXPECT_GE(after, 5u);
+  EXPECT_LE(after, ms + 2) << "the held 20 ms were replayed";
+  EXPECT_EQ(s.missed, 0u);
+  r.train.stop();
+  EXPECT_EQ(r.detached, r.attached);
+}
+
 TEST(HostKernelPulseTrainTest, RefusedBindingMeansStartFails) {
   PulseTrainRig r;
   r.refuse = true;
@@ -226,7 +260,8 @@ TEST(HostKernelPulseTrainTest, ReportsItsCountersUnderTheRunReportsKeys) {
   const std::map<std::string, minivmm::testing::MapReportWriter::Value> expected = {
       {"delivered", s.delivered}, {"generations", s.generations},
       {"refills", s.refills},     {"polls_submitted", s.polls_submitted},
-      {"missed", s.missed},       {"failures", s.failures}};
+      {"missed", s.missed},       {"failures", s.failures},
+      {"holds", s.holds},         {"releases", s.releases}};
   EXPECT_EQ(out.values(), expected);
   EXPECT_EQ(out.counter("generations"), 1u);
   EXPECT_EQ(out.counter("polls_submitted"), 2u);

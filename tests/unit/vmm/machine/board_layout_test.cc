@@ -56,7 +56,9 @@ TEST(BoardLayoutTest, MmioWindowsLieAboveTheLargestRamAndClearOfTheApics) {
   std::vector<NamedWindow> windows;
   for (std::size_t i = 0; i < kVirtioGsis.size(); ++i) {
     windows.push_back({"virtio " + std::to_string(i), virtio_window(i)});
-    if (i > 0) EXPECT_EQ(virtio_window(i).base, virtio_window(i - 1).end());
+    if (i > 0) {
+      EXPECT_EQ(virtio_window(i).base, virtio_window(i - 1).end());
+    }
   }
   for (const BoardSlot& s : board_slots()) {
     if (s.mmio) windows.push_back({std::string(s.name), *s.mmio});
