@@ -320,6 +320,17 @@ isr_lapic:
         popq    %rax
         iretq
 
+/* net=echo's virtio-net interrupt through the I/O APIC (edge): count it and
+ * EOI; the wakeup is the point, kernel.c's idle loop then polls the rings. */
+        .globl  isr_net
+isr_net:
+        incq    net_irqs(%rip)
+        pushq   %rax
+        movl    $(LAPIC_BASE + LAPIC_EOI), %eax
+        movl    $0, (%rax)
+        popq    %rax
+        iretq
+
 /* A spurious IRQ15 from the slave was real to the master (it saw IRQ2), so
  * the master, and only the master, wants an EOI. A spurious IRQ7 and the
  * APIC spurious vector want none (8259A data sheet; SDM vol. 3A, "Spurious
@@ -366,6 +377,9 @@ idtr:
         .globl  tick_count
 tick_count:
         .quad   0
+        .globl  net_irqs
+net_irqs:
+        .quad   0
 
 /* A 64-bit interrupt gate (SDM vol. 3A, "64-Bit Mode IDT"): present, DPL 0, type 0xe.
  * The handler's address halves come from guest.ld (idt_hi and the
@@ -395,6 +409,7 @@ idt:
         GATE_AT VEC_RTC, idt_lo_rtc
         GATE_AT VEC_PIC_SPURIOUS_S, idt_lo_spurious_slave
         GATE_AT VEC_LAPIC_TIMER, idt_lo_lapic
+        GATE_AT VEC_NET, idt_lo_net
         GATE_AT VEC_LAPIC_SPURIOUS, idt_lo_spurious
         /* Vectors left out are not-present: a stray one raises #NP, which
          * the exception path reports. */
@@ -403,8 +418,10 @@ idt_end:
 /*
  * Page tables (SDM vol. 3A, "4-Level Paging"): PML4[0] -> PDPT; PDPT[0] -> a PD mapping
  * 0-1 GiB in 2 MiB pages (us, the loader's boot_params and command line);
- * PDPT[3] -> a PD holding only the virtio-mmio windows and the I/O and local APIC pages,
- * uncached (PCD|PWT), as MMIO must be. Static, so building them costs no instruction.
+ * PDPT[3] -> a PD holding only MMIO, uncached (PCD|PWT), as MMIO must be: minivmm's
+ * virtio-mmio windows (0xd0000000), QEMU microvm's (the page at 0xfea00000, which holds
+ * 0xfeb00000), and the I/O and local APIC pages. Static, so building them costs no
+ * instruction.
  */
         .section .data.pagetables, "aw"
         .balign 4096
@@ -425,14 +442,16 @@ pd_low:
         .endr
 pd_apic:
         .set    VIRTIO_PDE, (VIRTIO_MMIO_BASE - 0xc0000000) >> 21
+        .set    MICROVM_PDE, (MMIO_MICROVM_PAGE - 0xc0000000) >> 21
         .set    IOAPIC_PDE, (IOAPIC_BASE - 0xc0000000) >> 21
         .set    APIC_PDE, (LAPIC_BASE - 0xc0000000) >> 21
-        .if     APIC_PDE != IOAPIC_PDE + 1
-        .error  "the I/O APIC and local APIC pages are expected in adjacent 2 MiB entries"
+        .if     (APIC_PDE != IOAPIC_PDE + 1) || (IOAPIC_PDE != MICROVM_PDE + 1)
+        .error  "microvm's virtio page, the I/O APIC and local APIC pages are expected in adjacent 2 MiB entries"
         .endif
         .fill   VIRTIO_PDE, 8, 0
         .quad   VIRTIO_MMIO_BASE + PTE_PS + PTE_PCD + PTE_PWT + PTE_P + PTE_W
-        .fill   IOAPIC_PDE - VIRTIO_PDE - 1, 8, 0
+        .fill   MICROVM_PDE - VIRTIO_PDE - 1, 8, 0
+        .quad   MMIO_MICROVM_PAGE + PTE_PS + PTE_PCD + PTE_PWT + PTE_P + PTE_W
         .quad   IOAPIC_BASE + PTE_PS + PTE_PCD + PTE_PWT + PTE_P + PTE_W
         .quad   LAPIC_BASE + PTE_PS + PTE_PCD + PTE_PWT + PTE_P + PTE_W
         .fill   511 - APIC_PDE, 8, 0

@@ -39,6 +39,7 @@ static inline void lapic_write(uint32_t reg, uint32_t value)
 /* ------------------------------------------------------------- boot.S --- */
 
 extern volatile uint64_t tick_count;   /* the tick handlers count it */
+extern volatile uint64_t net_irqs;     /* isr_net counts the NIC's interrupts */
 
 noreturn void halt_forever(void);
 /* Called by boot.S: the 64-bit entry, and the CPU exception stubs. */
@@ -73,6 +74,8 @@ void pic_init(uint8_t master_mask, uint8_t slave_mask);
 void start_pit(uint32_t hz);
 void start_pit_via_ioapic(uint32_t hz);
 void start_lapic(uint32_t hz);
+/* LINT0 in ExtINT mode, for the timers whose ticks come through the 8259. */
+void lapic_virtual_wire(void);
 void start_rtc(uint32_t hz);
 
 /* ----------------------------------------------------------- timing.c --- */
@@ -83,11 +86,23 @@ int stamps_start(uint32_t hz);
 void stamps_tick(uint64_t new_ticks);
 void stamps_report(void);
 
-/* ----------------------------------------------------------- virtio.c --- */
+/* ---------------------------------------------- virtio*.c, virtio.h --- */
 
+/* The value of a virtio_mmio.device= word (SIZE@ADDR:IRQ[:ID]): the window
+ * is where virtio_find looks from then on. Returns 0, or why the word was
+ * ignored. */
+const char *virtio_mmio_word(const char *value);
 extern int vcon_active;   /* console=virtio is up: output goes there */
 void vcon_puts(const char *s);
 void virtio_console_start(void);
 void blk_check(uint64_t request_sectors);
+/* net=echo (virtio_net.c): bring the NIC up with address ip (network order)
+ * and print its MAC and address; net_pending says whether net_poll has
+ * work (cheap: three memory reads), net_poll answers what arrived,
+ * net_report prints the counts. */
+void net_start(const uint8_t ip[4]);
+int net_pending(void);
+void net_poll(void);
+void net_report(void);
 
 #endif

@@ -4,7 +4,7 @@
  * report of a CPU exception. Entered from boot.S with our own GDT, IDT, page
  * tables and stack in place, interrupts off. The drivers it calls are one
  * file each (guest.h lists them): serial.c, pic.c, pit.c, lapic.c, rtc.c,
- * virtio.c.
+ * timing.c, and the virtio drivers (virtio*.c).
  *
  * Every instruction is emulated by the host's KVM (~0.5 us each), so: no
  * output per tick, no clearing of memory, no loops longer than the command
@@ -34,6 +34,8 @@ struct config {
     int stamps;                     /* stamps: time every tick (kvmclock), report at the end */
     int busy;                       /* busy: spin between ticks instead of halting */
     int panic;                      /* panic: say so through pvpanic after the banner */
+    int net_echo;                   /* net=echo: answer ARP, ping and UDP port 7 */
+    uint8_t ip[4];                  /* ip=A.B.C.D: net=echo's address */
 };
 
 /* Blanks and control characters separate words, as isspace() does for
@@ -83,6 +85,23 @@ static int parse_number(const char *s, uint64_t max, uint64_t *out)
         return 0;
     *out = v;
     return 1;
+}
+
+/* A dotted quad A.B.C.D, each part 1..3 digits of 0..255, ending the word. */
+static int parse_ip(const char *s, uint8_t out[4])
+{
+    for (int i = 0; i < 4; i++) {
+        const char *start = s;
+        uint32_t v = 0;
+        while (*s >= '0' && *s <= '9' && s - start < 3)
+            v = v * 10 + (uint32_t)(*s++ - '0');
+        if (s == start || v > 255)
+            return 0;
+        out[i] = (uint8_t)v;
+        if (i < 3 && *s++ != '.')
+            return 0;
+    }
+    return is_sep(*s);
 }
 
 static noreturn void reject(const char *word, const char *why)
@@ -144,6 +163,22 @@ static void parse_cmdline(const char *p, struct config *cfg)
             cfg->busy = 1;
         } else if (word_is(word, "panic")) {
             cfg->panic = 1;
+        } else if (word_is(word, "net=echo")) {
+            cfg->net_echo = 1;
+        } else if ((v = after_key(word, "ip="))) {
+            if (!parse_ip(v, cfg->ip))
+                reject(word, "ip must be an IPv4 address A.B.C.D");
+        } else if ((v = after_key(word, "virtio_mmio.device="))) {
+            /* Linux's word (the VMM appends one per device): where virtio devices are. A
+             * window this guest cannot use is skipped with a note, as Linux would. */
+            const char *why = virtio_mmio_word(v);
+            if (why) {
+                puts("minivmm-guest: ignored ");
+                put_range(word, word_end(word));
+                puts(": ");
+                puts(why);
+                puts("\n");
+            }
         } else if ((v = after_key(word, "blkreq="))) {
             if (!parse_number(v, BLK_CHUNK / 512, &n) || n == 0)
                 reject(word, "blkreq must be a number of sectors in 1..2048");
@@ -203,6 +238,29 @@ static void wait_for_tick(uint64_t target, int busy)
     __asm__ volatile("sti" ::: "memory");
 }
 
+/* wait_for_tick for net=echo: whatever woke us (the NIC's interrupt, or the
+ * tick when it has none) may have left frames; answer them with interrupts
+ * on, then wait again. A loop of its own, so that without net=echo a tick
+ * costs what it did. */
+static void wait_for_tick_or_frame(uint64_t target, int busy)
+{
+    for (;;) {
+        __asm__ volatile("cli" ::: "memory");
+        if (tick_count >= target)
+            break;
+        if (net_pending()) {
+            __asm__ volatile("sti" ::: "memory");
+            net_poll();
+            continue;
+        }
+        if (busy)
+            __asm__ volatile("sti; pause" ::: "memory");
+        else
+            __asm__ volatile("sti; hlt" ::: "memory");
+    }
+    __asm__ volatile("sti" ::: "memory");
+}
+
 /* The timer's own file programs it and the PICs; its ticks then arrive at
  * the handler boot.S has for it. */
 static void start_timer(const struct config *cfg)
@@ -219,7 +277,8 @@ static void start_timer(const struct config *cfg)
 
 noreturn void kmain(const uint8_t *boot_params)
 {
-    struct config cfg = {TIMER_PIT, 250, 0, 0, 0, 0, 0, 0, 0, BLK_CHUNK / 512, 0, 0, 0};
+    struct config cfg = {TIMER_PIT, 250, 0, 0, 0, 0, 0, 0, 0, BLK_CHUNK / 512, 0, 0, 0,
+                         0, {10, 0, 2, 15}};
     uint32_t cmdline = *(const volatile uint32_t *)(boot_params + BP_CMD_LINE_PTR);
 
     serial_init();
@@ -258,6 +317,8 @@ noreturn void kmain(const uint8_t *boot_params)
         __asm__ volatile("int3");
     if (cfg.panic)
         guest_panic();
+    if (cfg.net_echo)
+        net_start(cfg.ip);
 
     /* Stamping starts just before the timer is programmed: its first edge is due one period
      * after, so the span to tick N is N periods on time. */
@@ -275,7 +336,11 @@ noreturn void kmain(const uint8_t *boot_params)
         uint64_t goal = next_report;
         if (cfg.ticks && cfg.ticks < goal)
             goal = cfg.ticks;
-        wait_for_tick(stamping ? seen + 1 : goal, cfg.busy);
+        uint64_t target = stamping ? seen + 1 : goal;
+        if (cfg.net_echo)
+            wait_for_tick_or_frame(target, cfg.busy);
+        else
+            wait_for_tick(target, cfg.busy);
         if (stamping) {
             uint64_t now = tick_count;
             stamps_tick(now - seen);
@@ -292,6 +357,8 @@ noreturn void kmain(const uint8_t *boot_params)
         if (goal == cfg.ticks) {
             if (stamping)
                 stamps_report();
+            if (cfg.net_echo)
+                net_report();
             puts("done ");
             put_dec(cfg.ticks);
             puts("\n");

@@ -25,3 +25,16 @@ void start_lapic(uint32_t hz)
     lapic_write(LAPIC_LVT_TIMER, (1u << 17) | VEC_LAPIC_TIMER);  /* periodic */
     lapic_write(LAPIC_TIMER_ICR, (LAPIC_TIMER_HZ + hz / 2) / hz);  /* starts it */
 }
+
+/* The 8259's output reaches the CPU through LINT0 in ExtINT mode ("virtual
+ * wire", Intel MP spec 3.6.2.2). KVM (quirk LINT0_REENABLED) and a PC
+ * firmware leave it so at reset, but QEMU's microvm has no firmware that
+ * does, and there LINT0 stays masked and no PIT or RTC tick arrives. So set
+ * it, as an OS that keeps the 8259s does: software-enable the APIC first, as
+ * LVT writes keep the mask bit while it is disabled (SDM vol. 3A, "Local
+ * APIC State After It Has Been Software Disabled"). */
+void lapic_virtual_wire(void)
+{
+    lapic_write(LAPIC_SVR, 0x100 | VEC_LAPIC_SPURIOUS);
+    lapic_write(LAPIC_LVT_LINT0, 0x700);   /* ExtINT, edge, unmasked */
+}

@@ -26,6 +26,7 @@
 #define VEC_RTC             (VEC_PIC_SLAVE + 0)
 #define VEC_PIC_SPURIOUS_S  (VEC_PIC_SLAVE + 7)
 #define VEC_LAPIC_TIMER     0x40
+#define VEC_NET             0x41   /* net=echo: the virtio-net device, through the I/O APIC */
 #define VEC_LAPIC_SPURIOUS  0xff
 
 /* Legacy I/O ports. */
@@ -52,6 +53,7 @@
 #define LAPIC_EOI           0x0b0
 #define LAPIC_SVR           0x0f0
 #define LAPIC_LVT_TIMER     0x320
+#define LAPIC_LVT_LINT0     0x350
 #define LAPIC_TIMER_ICR     0x380
 #define LAPIC_TIMER_DCR     0x3e0
 
@@ -63,16 +65,28 @@
 #define IOAPIC_WINDOW       0x10
 
 /* virtio-mmio (docs/virtio.md): minivmm maps its devices at fixed windows from
- * 0xd0000000, 4 KiB apart; the guest probes them there rather than parsing
- * virtio_mmio.device= words. boot.S maps this 2 MiB uncached. */
+ * 0xd0000000, 4 KiB apart; the guest probes them there when the command line
+ * names no virtio_mmio.device= windows. QEMU's microvm puts its 24 transports
+ * at 0xfeb00000, 512 bytes apart. boot.S maps the 2 MiB page holding each
+ * range uncached, and only windows inside those two pages are used. */
 #define VIRTIO_MMIO_BASE    0xd0000000
 #define VIRTIO_MMIO_STRIDE  0x1000
 #define VIRTIO_MMIO_SLOTS   5
+#define MMIO_MICROVM_PAGE   0xfea00000   /* the 2 MiB page holding 0xfeb00000 */
+#define MMIO_PAGE_SIZE      0x200000
 
-/* Guest RAM the virtio driver uses (identity-mapped, above the kernel at
- * 1 MiB, below the 64 MiB minimum of RAM). Rings of 4 entries. */
+/* Guest RAM the virtio drivers use (identity-mapped, above the kernel at
+ * 1 MiB, below the 64 MiB minimum of RAM). 4 KiB of rings per queue
+ * (virtio.h); blk and console use 4 entries, net NET_QSIZE. */
 #define VQ_BLK_BASE         0x200000
 #define VQ_CON_BASE         0x210000
+#define VQ_NET_RX_BASE      0x230000
+#define VQ_NET_TX_BASE      0x231000
+/* net=echo's buffers, one per receive descriptor: the 12-byte virtio-net
+ * header and a frame of up to 2036 bytes (an MTU of 1500 needs 1514). */
+#define NET_QSIZE           32
+#define NET_BUF_BASE        0x240000
+#define NET_BUF_SIZE        0x800
 #define BLK_HDR_ADDR        0x220000
 #define BLK_STATUS_ADDR     0x220100
 #define CON_BUF_ADDR        0x221000
@@ -85,7 +99,7 @@
 /* Debug-exit values (the VMM / QEMU exit status is (value << 1) | 1). */
 #define EXIT_OK             0x00
 #define EXIT_BAD_CMDLINE    0x01
-#define EXIT_NO_DEVICE      0x02   /* blk=check / console=virtio without the device */
+#define EXIT_NO_DEVICE      0x02   /* blk=check / console=virtio / net=echo without the device */
 #define EXIT_PANIC_UNHEARD  0x03   /* panic: no pvpanic device ended the run */
 #define EXIT_EXCEPTION      0x7f
 

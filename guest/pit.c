@@ -15,12 +15,12 @@
 /* i8254 channel 0, mode 2 (rate generator): one IRQ0 edge per `divisor`
  * input clocks. Control word 0x34 = channel 0, lobyte/hibyte, mode 2,
  * binary (i8254 data sheet, "Control Word Format"). PIC IRQ0 reaches the
- * CPU through LAPIC LINT0 in ExtINT mode, which both KVM (quirk
- * LINT0_REENABLED) and QEMU set up at reset for the boot CPU. */
+ * CPU through LAPIC LINT0 in ExtINT mode (lapic_virtual_wire). */
 void start_pit(uint32_t hz)
 {
     uint32_t divisor = (PIT_INPUT_HZ + hz / 2) / hz;
     pic_init(0xfe, 0xff);
+    lapic_virtual_wire();
     outb(PIT_CMD, 0x34);
     outb(PIT_CH0, (uint8_t)divisor);
     outb(PIT_CH0, (uint8_t)(divisor >> 8));

@@ -16,6 +16,7 @@ void start_rtc(uint32_t hz)
     while ((1u << log2) < hz)
         log2++;
     pic_init(0xfb, 0xfe);                       /* master: IRQ2 cascade; slave: IRQ8 */
+    lapic_virtual_wire();
     outb(RTC_INDEX, RTC_REG_A);
     outb(RTC_DATA, (uint8_t)(0x20 | (16 - log2)));
     outb(RTC_INDEX, RTC_REG_B);

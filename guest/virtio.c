@@ -1,96 +1,164 @@
 /*
- * virtio.c - a polling virtio-mmio driver (virtio 1.2, 4.2.2 and 2.7) and
- * its two users: console=virtio, which takes over the guest's output, and
- * blk=check, which reads the whole disk into a checksum and proves a write.
- * No interrupts, one request in flight, queues of 4 entries, rings in fixed
- * guest RAM (layout.h). Devices are probed at the fixed windows minivmm
- * uses, not parsed from the command line.
+ * virtio.c - the virtio-mmio transport (virtio 1.2, 4.2.2) and split
+ * queues (2.7) that every driver here shares: finding a device, feature
+ * negotiation, queue set-up, and running one request to completion by
+ * polling the used ring. No interrupts, rings in fixed guest RAM
+ * (layout.h). The drivers are a file each: virtio_console.c, virtio_blk.c,
+ * virtio_net.c (which runs its own two queues and takes interrupts).
  *
- * A file of its own: it is the largest driver, none of it runs per tick,
- * and another virtio device would join it here, on the same queue code.
+ * Devices are found where the command line's virtio_mmio.device= words say
+ * (minivmm appends them, and so does QEMU's microvm without ACPI), else at
+ * the fixed windows minivmm uses.
  */
-#include "guest.h"
+#include "virtio.h"
 
-int vcon_active = 0;   /* explicit: only initialised data is in the image */
-
-/* -------------------------------------------------- transport, queues --- */
-
-#define VIRTIO_MAGIC        0x74726976
-#define VR_MAGIC            0x000
-#define VR_VERSION          0x004
-#define VR_DEVICE_ID        0x008
-#define VR_DEVICE_FEATURES  0x010
-#define VR_DEVICE_FSEL      0x014
-#define VR_DRIVER_FEATURES  0x020
-#define VR_DRIVER_FSEL      0x024
-#define VR_QUEUE_SEL        0x030
-#define VR_QUEUE_NUM_MAX    0x034
-#define VR_QUEUE_NUM        0x038
-#define VR_QUEUE_READY      0x044
-#define VR_QUEUE_NOTIFY     0x050
-#define VR_STATUS           0x070
-#define VR_QUEUE_DESC       0x080
-#define VR_QUEUE_DRIVER     0x090
-#define VR_QUEUE_DEVICE     0x0a0
-#define VR_CONFIG           0x100
 #define VQ_SIZE             4
-#define VQ_AVAIL_OFF        0x100
-#define VQ_USED_OFF         0x200
-#define VDESC_NEXT          1
-#define VDESC_WRITE         2
 
-struct vdesc {
-    uint64_t addr;
-    uint32_t len;
-    uint16_t flags;
-    uint16_t next;
-};
+/* ------------------------------------------------------ finding devices --- */
 
-struct vq {
-    uintptr_t regs;
-    uint32_t index;
-    uintptr_t base;
-    uint16_t next;   /* avail idx we publish next; used idx we wait for */
-};
+/* The register windows the virtio_mmio.device= words named, in command-line
+ * order. QEMU's microvm has 24 transports, minivmm 5: 32 is room for both. */
+#define VIRTIO_WINDOWS_MAX  32
+/* What a window must span: the registers (0x100) and the config space the
+ * drivers read; both VMMs give at least 512 bytes. */
+#define VIRTIO_WINDOW_MIN   0x200
 
-static inline void barrier(void)
+static uintptr_t windows[VIRTIO_WINDOWS_MAX] = {0};
+static uint32_t window_irqs[VIRTIO_WINDOWS_MAX] = {0};   /* the GSI each word gave */
+static uint32_t window_count = 0;
+/* virtio_find met a device of the id it looked for with the legacy
+ * (version 1) registers: the error says so, as that is QEMU's default. */
+static int legacy_seen = 0;
+
+/* A number as Linux's memparse() reads one, for the forms VMMs write:
+ * decimal or 0x-prefixed hex, then an optional K, M or G. Returns the
+ * character after it, or 0 if there is none, it has more than 16 digits, or
+ * the suffix overflows it. */
+static const char *parse_mem(const char *s, uint64_t *out)
 {
-    __asm__ volatile("" ::: "memory");
+    uint64_t v = 0, base = 10;
+    uint32_t digits = 0;
+    if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+        base = 16;
+        s += 2;
+    }
+    for (;; s++) {
+        char c = (char)(*s | 0x20);   /* lower case; digits are unchanged */
+        uint64_t d;
+        if (*s >= '0' && *s <= '9')
+            d = (uint64_t)(*s - '0');
+        else if (base == 16 && c >= 'a' && c <= 'f')
+            d = (uint64_t)(c - 'a' + 10);
+        else
+            break;
+        if (++digits > 16)
+            return 0;
+        v = v * base + d;
+    }
+    if (!digits)
+        return 0;
+    uint32_t shift = 0;
+    char c = (char)(*s | 0x20);
+    if (c == 'k')
+        shift = 10;
+    else if (c == 'm')
+        shift = 20;
+    else if (c == 'g')
+        shift = 30;
+    if (shift) {
+        if (v >> (64 - shift))
+            return 0;
+        v <<= shift;
+        s++;
+    }
+    *out = v;
+    return s;
 }
 
-static inline uint32_t vread(uintptr_t regs, uint32_t off)
+/* [addr, addr + size) lies inside the 2 MiB page at `page`. */
+static int within(uint64_t addr, uint64_t size, uint64_t page)
 {
-    return *(volatile uint32_t *)(regs + off);
+    return addr >= page && size <= MMIO_PAGE_SIZE && addr - page <= MMIO_PAGE_SIZE - size;
 }
 
-static inline void vwrite(uintptr_t regs, uint32_t off, uint32_t v)
+const char *virtio_mmio_word(const char *v)
 {
-    *(volatile uint32_t *)(regs + off) = v;
+    uint64_t size, addr, irq, id;
+    if (!(v = parse_mem(v, &size)) || *v++ != '@' || !(v = parse_mem(v, &addr)) ||
+        *v++ != ':' || !(v = parse_mem(v, &irq)))
+        return "expected SIZE@ADDR:IRQ";
+    /* Linux also takes a platform device id after the IRQ; it means nothing here. */
+    if (*v == ':' && !(v = parse_mem(v + 1, &id)))
+        return "expected SIZE@ADDR:IRQ[:ID]";
+    if ((unsigned char)*v > ' ')
+        return "expected SIZE@ADDR:IRQ";
+    if (size < VIRTIO_WINDOW_MIN || (addr & 3))
+        return "window smaller than 0x200 bytes or not 4-byte aligned";
+    /* Only what boot.S maps uncached can be touched: anything else would
+     * fault, or be cached MMIO. */
+    if (!within(addr, size, VIRTIO_MMIO_BASE) && !within(addr, size, MMIO_MICROVM_PAGE))
+        return "window outside the MMIO this guest maps (0xd0000000 and 0xfea00000, 2 MiB each)";
+    if (window_count == VIRTIO_WINDOWS_MAX)
+        return "more than 32 virtio_mmio.device= words";
+    windows[window_count] = (uintptr_t)addr;
+    window_irqs[window_count++] = irq > 0xffff ? VIRTIO_NO_IRQ : (uint32_t)irq;
+    return 0;
 }
 
-static uintptr_t virtio_find(uint32_t device_id)
+/* The windows named on the command line, else minivmm's fixed slots (mapped
+ * uncached by boot.S; an empty slot reads all ones there). The id is read
+ * before the version so that a legacy device of the right kind is noticed. */
+uintptr_t virtio_find(uint32_t device_id)
 {
-    for (uint32_t i = 0; i < VIRTIO_MMIO_SLOTS; i++) {
-        uintptr_t r = VIRTIO_MMIO_BASE + i * VIRTIO_MMIO_STRIDE;
-        if (vread(r, VR_MAGIC) == VIRTIO_MAGIC && vread(r, VR_VERSION) == 2 &&
-            vread(r, VR_DEVICE_ID) == device_id)
+    uint32_t n = window_count ? window_count : VIRTIO_MMIO_SLOTS;
+    for (uint32_t i = 0; i < n; i++) {
+        uintptr_t r = window_count ? windows[i] : VIRTIO_MMIO_BASE + i * VIRTIO_MMIO_STRIDE;
+        if (vread(r, VR_MAGIC) != VIRTIO_MAGIC || vread(r, VR_DEVICE_ID) != device_id)
+            continue;
+        if (vread(r, VR_VERSION) == 2)
             return r;
+        legacy_seen = 1;
     }
     return 0;
 }
 
+uint32_t virtio_irq(uintptr_t r)
+{
+    for (uint32_t i = 0; i < window_count; i++) {
+        if (windows[i] == r)
+            return window_irqs[i];
+    }
+    return VIRTIO_NO_IRQ;
+}
+
+void virtio_missing(const char *word, const char *device)
+{
+    puts("minivmm-guest: error: ");
+    puts(word);
+    puts(": no ");
+    puts(device);
+    puts("\n");
+    if (legacy_seen) {
+        puts("minivmm-guest: (there is a legacy virtio-mmio device, version 1; this driver "
+             "needs version 2: QEMU -global virtio-mmio.force-legacy=false)\n");
+    }
+    debug_exit(EXIT_NO_DEVICE);
+}
+
+/* ------------------------------------------------------------- queues --- */
+
 /* 3.1.1: reset, ACKNOWLEDGE|DRIVER, accept VERSION_1 and, of the low word,
  * only `want` where offered (blk: FLUSH, bit 9, for the flush it sends),
- * FEATURES_OK, queue `q`, DRIVER_OK. Returns 0 if the device refused. */
-static int virtio_start(uintptr_t r, struct vq *vq, uint32_t q, uintptr_t base,
-                        uint32_t want)
+ * FEATURES_OK. Returns the low feature word accepted, or -1 if the device
+ * refused. */
+int64_t virtio_negotiate(uintptr_t r, uint32_t want)
 {
     vwrite(r, VR_STATUS, 0);
     vwrite(r, VR_STATUS, 1);
     vwrite(r, VR_STATUS, 3);
     vwrite(r, VR_DEVICE_FSEL, 1);
     if (!(vread(r, VR_DEVICE_FEATURES) & 1))
-        return 0;
+        return -1;
     vwrite(r, VR_DEVICE_FSEL, 0);
     uint32_t low = vread(r, VR_DEVICE_FEATURES) & want;
     vwrite(r, VR_DRIVER_FSEL, 0);
@@ -99,14 +167,21 @@ static int virtio_start(uintptr_t r, struct vq *vq, uint32_t q, uintptr_t base,
     vwrite(r, VR_DRIVER_FEATURES, 1);
     vwrite(r, VR_STATUS, 0xb);
     if (!(vread(r, VR_STATUS) & 8))
-        return 0;
+        return -1;
+    return low;
+}
+
+/* Queue q with `size` entries in the 4 KiB at base (vq_* offsets in
+ * virtio.h), rings cleared. Returns 0 if the device has fewer entries. */
+int virtio_queue(uintptr_t r, uint32_t q, uintptr_t base, uint32_t size)
+{
     vwrite(r, VR_QUEUE_SEL, q);
-    if (vread(r, VR_QUEUE_NUM_MAX) < VQ_SIZE)
+    if (vread(r, VR_QUEUE_NUM_MAX) < size)
         return 0;
     /* The rings start empty: avail flags/idx and used idx are ours to clear. */
     *(volatile uint32_t *)(base + VQ_AVAIL_OFF) = 0;
     *(volatile uint32_t *)(base + VQ_USED_OFF) = 0;
-    vwrite(r, VR_QUEUE_NUM, VQ_SIZE);
+    vwrite(r, VR_QUEUE_NUM, size);
     vwrite(r, VR_QUEUE_DESC, (uint32_t)base);
     vwrite(r, VR_QUEUE_DESC + 4, 0);
     vwrite(r, VR_QUEUE_DRIVER, (uint32_t)(base + VQ_AVAIL_OFF));
@@ -114,8 +189,20 @@ static int virtio_start(uintptr_t r, struct vq *vq, uint32_t q, uintptr_t base,
     vwrite(r, VR_QUEUE_DEVICE, (uint32_t)(base + VQ_USED_OFF));
     vwrite(r, VR_QUEUE_DEVICE + 4, 0);
     vwrite(r, VR_QUEUE_READY, 1);
+    return 1;
+}
+
+/* DRIVER_OK; 0 if the device then asks for a reset (DEVICE_NEEDS_RESET). */
+int virtio_driver_ok(uintptr_t r)
+{
     vwrite(r, VR_STATUS, 0xf);
-    if (vread(r, VR_STATUS) & 0x40)
+    return !(vread(r, VR_STATUS) & 0x40);
+}
+
+int virtio_start(uintptr_t r, struct vq *vq, uint32_t q, uintptr_t base, uint32_t want)
+{
+    if (virtio_negotiate(r, want) < 0 || !virtio_queue(r, q, base, VQ_SIZE) ||
+        !virtio_driver_ok(r))
         return 0;
     vq->regs = r;
     vq->index = q;
@@ -124,9 +211,7 @@ static int virtio_start(uintptr_t r, struct vq *vq, uint32_t q, uintptr_t base,
     return 1;
 }
 
-/* Publishes the chain at descriptor 0, notifies and polls the used ring
- * until the device returns it. */
-static void vq_run(struct vq *vq)
+void vq_run(struct vq *vq)
 {
     volatile uint16_t *avail = (volatile uint16_t *)(vq->base + VQ_AVAIL_OFF);
     volatile uint16_t *used = (volatile uint16_t *)(vq->base + VQ_USED_OFF);
@@ -139,165 +224,4 @@ static void vq_run(struct vq *vq)
     while (used[1] != vq->next)
         __asm__ volatile("pause" ::: "memory");
     barrier();
-}
-
-/* ------------------------------------------------------------ console --- */
-
-static struct vq vcon = {0, 0, 0, 0};
-
-void vcon_puts(const char *s)
-{
-    struct vdesc *d = (struct vdesc *)VQ_CON_BASE;
-    char *buf = (char *)CON_BUF_ADDR;
-    uint32_t n = 0;
-    while (s[n] && n < CON_BUF_SIZE) {
-        buf[n] = s[n];
-        n++;
-    }
-    d[0].addr = CON_BUF_ADDR;
-    d[0].len = n;
-    d[0].flags = 0;
-    d[0].next = 0;
-    vq_run(&vcon);
-    if (s[n])
-        vcon_puts(s + n);
-}
-
-void virtio_console_start(void)
-{
-    uintptr_t r = virtio_find(3);
-    if (!r || !virtio_start(r, &vcon, 1, VQ_CON_BASE, 0)) {
-        puts("minivmm-guest: error: console=virtio: no virtio-console\n");
-        debug_exit(EXIT_NO_DEVICE);
-    }
-    vcon_active = 1;
-}
-
-/* ---------------------------------------------------------------- blk --- */
-
-static struct vq vblk = {0, 0, 0, 0};
-
-/* One virtio-blk request: header, data (if any), status. Returns the
- * status byte. */
-static uint8_t blk_request(uint32_t type, uint64_t sector, uintptr_t data, uint32_t len)
-{
-    struct vdesc *d = (struct vdesc *)VQ_BLK_BASE;
-    volatile uint32_t *hdr = (volatile uint32_t *)BLK_HDR_ADDR;
-    volatile uint8_t *status = (volatile uint8_t *)BLK_STATUS_ADDR;
-    hdr[0] = type;
-    hdr[1] = 0;
-    *(volatile uint64_t *)(BLK_HDR_ADDR + 8) = sector;
-    *status = 0xff;
-    uint16_t i = 0;
-    d[i].addr = BLK_HDR_ADDR;
-    d[i].len = 16;
-    d[i].flags = VDESC_NEXT;
-    d[i].next = 1;
-    i++;
-    if (len) {
-        d[i].addr = data;
-        d[i].len = len;
-        d[i].flags = (uint16_t)((type == 0 ? VDESC_WRITE : 0) | VDESC_NEXT);
-        d[i].next = 2;
-        i++;
-    }
-    d[i].addr = BLK_STATUS_ADDR;
-    d[i].len = 1;
-    d[i].flags = VDESC_WRITE;
-    d[i].next = 0;
-    vq_run(&vblk);
-    return *status;
-}
-
-/* FNV-1a over 64-bit little-endian words: cheap per byte read, and the
- * host recomputes it from the file (tests/integration/virtio_test.cc). */
-static uint64_t fnv64_words(uint64_t c, const uint64_t *p, uint64_t words)
-{
-    const uint64_t prime = 0x100000001b3ull;
-    uint64_t i = 0;
-    /* Eight words a turn: this host's KVM emulates each guest instruction (about 0.5 us), so
-     * the loop's count, compare and branch are paid once per 64 bytes instead of per word.
-     * blk=check of a 64 MiB disk took 56 s with the plain loop (6 instructions a word) and
-     * takes 24 s with this one (2.6). */
-    for (; i + 8 <= words; i += 8) {
-        c = (c ^ p[i]) * prime;
-        c = (c ^ p[i + 1]) * prime;
-        c = (c ^ p[i + 2]) * prime;
-        c = (c ^ p[i + 3]) * prime;
-        c = (c ^ p[i + 4]) * prime;
-        c = (c ^ p[i + 5]) * prime;
-        c = (c ^ p[i + 6]) * prime;
-        c = (c ^ p[i + 7]) * prime;
-    }
-    for (; i < words; i++)
-        c = (c ^ p[i]) * prime;
-    return c;
-}
-
-static uint64_t scratch_word(uint64_t j)
-{
-    return j * 0x9e3779b97f4a7c15ull + 1;
-}
-
-/* blk=check: read the whole disk (1 MiB requests, or blkreq=N sectors) into a checksum, then
- * write a pattern over the last 64 sectors, flush, read it back, compare. */
-void blk_check(uint64_t request_sectors)
-{
-    uintptr_t r = virtio_find(2);
-    if (!r || !virtio_start(r, &vblk, 0, VQ_BLK_BASE, 1u << 9)) {
-        puts("minivmm-guest: error: blk=check: no virtio-blk\n");
-        debug_exit(EXIT_NO_DEVICE);
-    }
-    uint64_t sectors = (uint64_t)vread(r, VR_CONFIG) | ((uint64_t)vread(r, VR_CONFIG + 4) << 32);
-    uint64_t csum = 0xcbf29ce484222325ull;
-    for (uint64_t s = 0; s < sectors;) {
-        uint64_t n = sectors - s;
-        if (n > request_sectors)
-            n = request_sectors;
-        uint8_t st = blk_request(0, s, BLK_DATA_ADDR, (uint32_t)(n * 512));
-        if (st) {
-            puts("blk: read failed sector=");
-            put_dec(s);
-            puts(" status=");
-            put_dec(st);
-            puts("\n");
-            return;
-        }
-        csum = fnv64_words(csum, (const uint64_t *)BLK_DATA_ADDR, n * 64);
-        s += n;
-    }
-    puts("blk: sectors=");
-    put_dec(sectors);
-    puts(" checksum=");
-    put_hex(csum);
-    puts("\n");
-    if (sectors < BLK_SCRATCH_SECTORS) {
-        puts("blk: disk too small for the scratch range\n");
-        return;
-    }
-    uint64_t first = sectors - BLK_SCRATCH_SECTORS;
-    uint64_t words = BLK_SCRATCH_SECTORS * 64;
-    uint64_t *out = (uint64_t *)BLK_DATA_ADDR;
-    for (uint64_t j = 0; j < words; j++)
-        out[j] = scratch_word(j);
-    uint8_t st = blk_request(1, first, BLK_DATA_ADDR, BLK_SCRATCH_SECTORS * 512);
-    if (st) {
-        puts("blk: write status=");
-        put_dec(st);
-        puts("\n");
-        return;
-    }
-    st = blk_request(4, 0, 0, 0);
-    if (st) {
-        puts("blk: flush status=");
-        put_dec(st);
-        puts("\n");
-        return;
-    }
-    st = blk_request(0, first, BLK_CHECK_ADDR, BLK_SCRATCH_SECTORS * 512);
-    const uint64_t *back = (const uint64_t *)BLK_CHECK_ADDR;
-    uint64_t j = 0;
-    while (st == 0 && j < words && back[j] == scratch_word(j))
-        j++;
-    puts(j == words ? "blk: scratch ok\n" : "blk: scratch mismatch\n");
 }

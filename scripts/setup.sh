@@ -14,6 +14,11 @@ declare -A need=(
   [libseccomp-dev]=/usr/include/seccomp.h
   [liburing-dev]=/usr/include/liburing.h
   [libslirp-dev]=/usr/include/slirp/libslirp.h
+  # The virtio-net end-to-end tests (tests/integration/net_test.cc) and scripts/bench_net.py:
+  # TAP devices in a network namespace, the host's ping and socat against the guest.
+  [iproute2]=/sbin/ip
+  [iputils-ping]=/bin/ping
+  [socat]=/usr/bin/socat
   [pkg-config]=/usr/bin/pkg-config
   [cmake]=/usr/bin/cmake
   [ninja-build]=/usr/bin/ninja

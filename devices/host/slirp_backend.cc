@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <climits>
@@ -39,6 +40,11 @@ constexpr std::uint32_t kIdleTimeoutMs = 1000;
 // libslirp's clock (curtime) is refreshed before a guest frame after this much quiet, so a socket
 // the frame creates does not expire at once against a stale clock.
 constexpr timers::Nanos kClockRefresh{1'000'000'000};
+// Output-only polls in a row that may each send a queued packet (flush_output); a longer queue
+// (a 64 KiB datagram is 45 fragments) goes on at the loop's next turn.
+constexpr std::size_t kOutputPollsPerTurn = 64;
+// How often libslirp is polled while a socket it left out of the fill is still open (quiet_).
+constexpr timers::Nanos kQuietPoll{250'000'000};
 
 std::uint32_t interest_of(int slirp_events) {
   std::uint32_t interest = 0;
@@ -170,7 +176,7 @@ SlirpBackend::SlirpBackend(loop::EventLoop& loop, timers::TimerList& rt, const S
       options_(std::move(options)),
       poll_timer_(rt, "slirp-timeout", [this](const timers::Timer::Expiry&) {
         ++stats_.timer_polls;
-        poll(false);
+        flush_output();
         refill();
       }) {}
 
@@ -257,15 +263,32 @@ void SlirpBackend::transmit_done() noexcept {
   tx_since_poll_ = false;
   // Once per run of guest frames: sends what waited for the guest's ARP answer (libslirp only
   // sends its queue when polled) and reads the socket set the frames changed.
-  poll(false);
+  flush_output();
   refill();
 }
 
-void SlirpBackend::poll(bool sockets) noexcept {
+bool SlirpBackend::poll(bool sockets) noexcept {
+  const std::uint64_t before = frames_from_slirp_;
   // select_error = 1 runs libslirp's timers and output queue without looking at any socket.
   lib_.slirp_pollfds_poll(slirp_, sockets ? 0 : 1, &Callbacks::get_revents, this);
   ++stats_.polls;
   last_poll_ = rt_.clock().now();
+  return frames_from_slirp_ != before;
+}
+
+void SlirpBackend::flush_output() noexcept {
+  // libslirp's output queue (if_start) sends, per poll, every packet of its interactive flows
+  // but only the first queued packet of each other flow, and packets pile up while it waits for
+  // the guest's ARP answer: every fragment of a large datagram to a forward, say. A UDP socket
+  // with more than four packets queued is left out of the fill, so nothing else would poll
+  // again: a 20000-byte datagram before the guest's first answer left the forward deaf for good.
+  // So an output-only poll that sent something is repeated until one sends nothing.
+  output_pending_ = false;
+  for (std::size_t i = 0; i < kOutputPollsPerTurn; ++i) {
+    if (!poll(false)) return;
+    if (i > 0) ++stats_.output_polls;
+  }
+  output_pending_ = true;  // refill() arms the timer for the loop's next turn
 }
 
 void SlirpBackend::refill() noexcept {
@@ -297,6 +320,7 @@ void SlirpBackend::refill() noexcept {
         }
         it->second.fill = fill;
       }
+      quiet_.erase(slot.fd);
     }
   } catch (const std::exception& e) {
     // The poller refused a socket (out of memory for epoll, say): libslirp will not hear of it.
@@ -312,14 +336,27 @@ void SlirpBackend::refill() noexcept {
     }
     loop_.unwatch(it->first);
     ++stats_.watch_changes;
+    quiet_.insert(it->first);
     it = watched_.erase(it);
   }
   stats_.sockets = watched_.size();
   if (stats_.sockets > stats_.sockets_max) stats_.sockets_max = stats_.sockets;
-  if (timeout >= kIdleTimeoutMs) {
-    poll_timer_.cancel();
+  stats_.quiet_sockets = quiet_.size();
+  // A socket left out of the fill but still open may be waiting on libslirp's output queue. A
+  // packet there that waited in vain for the guest's ARP answer expires after a second, but is
+  // only dropped when libslirp is polled, one per flow per poll, and the next one then asks
+  // again: so while a socket is quiet, poll every kQuietPoll. Nothing is quiet on an idle
+  // network, which keeps costing no wakeup.
+  const timers::Nanos now = rt_.clock().now();
+  if (output_pending_) {
+    poll_timer_.arm_at(now);
+  } else if (timeout < kIdleTimeoutMs) {
+    const timers::Nanos due = now + timers::Nanos{std::uint64_t{timeout} * 1'000'000};
+    poll_timer_.arm_at(quiet_.empty() ? due : std::min(due, now + kQuietPoll));
+  } else if (!quiet_.empty()) {
+    poll_timer_.arm_at(now + kQuietPoll);
   } else {
-    poll_timer_.arm_at(rt_.clock().now() + timers::Nanos{std::uint64_t{timeout} * 1'000'000});
+    poll_timer_.cancel();
   }
 }
 
@@ -342,6 +379,8 @@ void SlirpBackend::on_socket_event(int fd, int slirp_events) noexcept {
 }
 
 void SlirpBackend::forget_fd(int fd) noexcept {
+  quiet_.erase(fd);  // closed: its number may come back as another socket
+  stats_.quiet_sockets = quiet_.size();
   const auto it = watched_.find(fd);
   if (it == watched_.end()) return;
   loop_.unwatch(fd);
@@ -351,6 +390,7 @@ void SlirpBackend::forget_fd(int fd) noexcept {
 }
 
 void SlirpBackend::on_slirp_frame(std::span<const std::uint8_t> frame) noexcept {
+  ++frames_from_slirp_;
   if (peer_ == nullptr) {
     ++stats_.rx_dropped_detached;
     return;
@@ -395,10 +435,12 @@ void SlirpBackend::report(ReportWriter& out) const {
   out.count("socket_events", stats_.socket_events);
   out.count("stale_events", stats_.stale_events);
   out.count("timer_polls", stats_.timer_polls);
+  out.count("output_polls", stats_.output_polls);
   out.count("fills", stats_.fills);
   out.count("watch_changes", stats_.watch_changes);
   out.count("sockets", stats_.sockets);
   out.count("sockets_max", stats_.sockets_max);
+  out.count("quiet_sockets", stats_.quiet_sockets);
   out.count("slirp_timers", stats_.slirp_timers);
   out.count("guest_errors", stats_.guest_errors);
 }

@@ -16,6 +16,10 @@
 //    pending, no timer is armed at all: an idle user-mode network costs no wakeup. libslirp's
 //    clock only moves when it is polled, so a guest frame after more than a second of quiet
 //    first polls it (with no socket work) to bring that clock up to date.
+//  - libslirp sends what it queued for the guest only when polled, one packet per flow per poll
+//    (if_start): an output-only poll that sent something is repeated until one sends nothing,
+//    and while a socket is left out of the fill (a UDP socket with packets queued) libslirp is
+//    polled every 250 ms, so packets that waited in vain for the guest's ARP answer expire.
 //  - Frames libslirp sends the guest arrive inside its calls; they are offered to the device at
 //    once, and while the guest has no receive buffer kept in a bounded backlog
 //    (backlog_frames, then dropped and counted: TCP retransmits).
@@ -34,6 +38,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "devices/host/host_forward.h"
@@ -68,10 +73,12 @@ struct SlirpBackendStats {
   std::uint64_t socket_events = 0;  // socket readiness handed to libslirp
   std::uint64_t stale_events = 0;   // readiness from before a descriptor was watched, ignored
   std::uint64_t timer_polls = 0;    // polls for libslirp's timeouts
+  std::uint64_t output_polls = 0;   // polls repeated because the one before sent a queued frame
   std::uint64_t fills = 0;          // slirp_pollfds_fill calls
   std::uint64_t watch_changes = 0;  // watch, set_interest and unwatch calls on the loop
   std::uint64_t sockets = 0;        // descriptors watched now
   std::uint64_t sockets_max = 0;
+  std::uint64_t quiet_sockets = 0;  // open sockets libslirp left out of its last fill
   std::uint64_t slirp_timers = 0;   // libslirp's own timers alive now
   std::uint64_t guest_errors = 0;   // libslirp's complaints about the guest's packets
 };
@@ -115,7 +122,10 @@ class SlirpBackend final : public NetBackend {
   void start();
 
   // One slirp_pollfds_poll. `sockets`: hand it the pending socket event (else no socket work).
-  void poll(bool sockets) noexcept;
+  // Whether libslirp sent the guest a frame meanwhile.
+  bool poll(bool sockets) noexcept;
+  // Output-only polls until one sends nothing (libslirp sends a queued packet per flow per poll).
+  void flush_output() noexcept;
   // Reads the socket set and the timeout again and applies them to the loop.
   void refill() noexcept;
   void on_socket_event(int fd, int slirp_events) noexcept;
@@ -141,6 +151,9 @@ class SlirpBackend final : public NetBackend {
     std::uint64_t fill;   // the last fill that asked for it
   };
   std::unordered_map<int, Watched> watched_;
+  // Sockets that were watched, are still open, and were left out of the latest fills (a full
+  // buffer toward the guest, a UDP socket with packets queued): polled every 250 ms meanwhile.
+  std::unordered_set<int> quiet_;
   // The one socket event a poll hands over.
   int event_fd_ = -1;
   int event_bits_ = 0;
@@ -148,6 +161,8 @@ class SlirpBackend final : public NetBackend {
   timers::Timer poll_timer_;
   timers::Nanos last_poll_{0};
   bool tx_since_poll_ = false;
+  bool output_pending_ = false;         // flush_output stopped at its cap with more to send
+  std::uint64_t frames_from_slirp_ = 0;  // send_packet calls, for poll()'s answer
   std::list<timers::Timer> slirp_timers_;  // libslirp's own (a list: Timer cannot move)
 
   std::deque<std::vector<std::uint8_t>> backlog_;

@@ -43,13 +43,15 @@ std::optional<std::string> kvm_unavailable_reason() {
   return std::nullopt;
 }
 
-Child start_minivmm(const std::vector<std::string>& args, bool with_stats, bool console_to_file) {
+Child start_minivmm(const std::vector<std::string>& args, bool with_stats, bool console_to_file,
+                    const std::vector<std::string>& wrapper) {
   Child c;
   c.out_path = temp_path("out");
   c.err_path = temp_path("err");
   c.stats_path = temp_path("stats");
   c.with_stats = with_stats;
-  std::vector<std::string> argv_s{MINIVMM_BINARY};
+  std::vector<std::string> argv_s = wrapper;
+  argv_s.push_back(MINIVMM_BINARY);
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   if (with_stats) {
     argv_s.push_back("--stats");
@@ -68,7 +70,7 @@ Child start_minivmm(const std::vector<std::string>& args, bool with_stats, bool 
     dup2(in, 0);
     dup2(out, 1);
     dup2(err, 2);
-    execv(argv[0], argv.data());
+    execvp(argv[0], argv.data());
     _exit(127);
   }
   return c;

@@ -27,9 +27,11 @@ struct Child {
 };
 
 // The guest console (the child's stdout) goes to a file the test can read, or, with
-// `console_to_file` false, to /dev/null (a console nobody keeps).
+// `console_to_file` false, to /dev/null (a console nobody keeps). A `wrapper` (e.g. `ip netns
+// exec NS`, `setpriv ... --`) runs minivmm; it must exec it in place, so that the child's pid is
+// minivmm's.
 Child start_minivmm(const std::vector<std::string>& args, bool with_stats = true,
-                    bool console_to_file = true);
+                    bool console_to_file = true, const std::vector<std::string>& wrapper = {});
 // Polls the child's console (stdout) until it contains `text`; false after `timeout_s` or if
 // the child has exited. For tests that must act on a running guest: a fixed sleep is too short
 // on a slow host (a sanitizer build under nested KVM took longer than 700 ms to boot).
