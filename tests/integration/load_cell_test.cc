@@ -22,17 +22,17 @@
 namespace minivmm::testing {
 namespace {
 
-constexpr int kGuests = 16;
-constexpr int kHogs = 2;
-constexpr int kHz = 250;
-constexpr int kTicks = 1000;
-// From the first tick to the last: kTicks - 1 periods on time. A guest may be this much behind
+constexpr int kCellGuests = 16;
+constexpr int kCellHogs = 2;
+constexpr int kCellHz = 250;
+constexpr int kCellTicks = 1000;
+// From the first tick to the last: kCellTicks - 1 periods on time. A guest may be this much behind
 // at its last tick (the catch-up of a stall still under way); the collapse was 1.5x (5.9 s)
 // and up to 5x. Loose on purpose: beside other work on this nested two-CPU host the whole host
 // stalls now and then (one run showed the same 0.78 s gap in all 16 guests, to the
 // millisecond). scripts/load_matrix.py measures the real figures; this catches a collapse.
-constexpr double kMaxElapsedS = (kTicks - 1) / double(kHz) * 1.25;
-constexpr double kMaxGapS = 2.5;
+constexpr double kCellMaxElapsedS = (kCellTicks - 1) / double(kCellHz) * 1.25;
+constexpr double kCellMaxGapS = 2.5;
 
 struct Stamps {
   unsigned long long ticks = 0, elapsed_us = 0, gap_min_us = 0, gap_max_us = 0, bunched = 0,
@@ -68,12 +68,12 @@ pid_t start_hog() {
 TEST(BootLoadCellTest, SixteenGuestsBesideTwoCpuHogsCountEveryTickOnTime) {
   SKIP_WITHOUT_KVM();
   std::vector<pid_t> hogs;
-  for (int i = 0; i < kHogs; ++i) hogs.push_back(start_hog());
+  for (int i = 0; i < kCellHogs; ++i) hogs.push_back(start_hog());
   std::vector<Child> children;
-  for (int i = 0; i < kGuests; ++i) {
+  for (int i = 0; i < kCellGuests; ++i) {
     children.push_back(start_minivmm(
         {"run", "--kernel", guest_image(), "--cmdline",
-         "timer=pit hz=" + std::to_string(kHz) + " ticks=" + std::to_string(kTicks) + " stamps",
+         "timer=pit hz=" + std::to_string(kCellHz) + " ticks=" + std::to_string(kCellTicks) + " stamps",
          "--no-console-input", "--duration", "60"},
         /*with_stats=*/true, /*console_to_file=*/true));
   }
@@ -86,20 +86,20 @@ TEST(BootLoadCellTest, SixteenGuestsBesideTwoCpuHogsCountEveryTickOnTime) {
 
   double worst_elapsed = 0;
   double worst_gap = 0;
-  for (int i = 0; i < kGuests; ++i) {
+  for (int i = 0; i < kCellGuests; ++i) {
     const RunResult& r = results[static_cast<std::size_t>(i)];
     SCOPED_TRACE("guest " + std::to_string(i));
-    EXPECT_EQ(r.exit_code, 1) << r.err;  // the guest's debug-exit after kTicks
+    EXPECT_EQ(r.exit_code, 1) << r.err;  // the guest's debug-exit after kCellTicks
     ASSERT_TRUE(r.stats.has_value()) << r.err;
     const std::string pit = (*r.stats)["devices"]["pit"].dump();
     EXPECT_EQ((*r.stats)["guest"]["ticks_lost"].get<std::uint64_t>(), 0u) << pit;
     const auto st = parse_stamps(r.out);
     ASSERT_TRUE(st.has_value()) << "no stamps line in the console: " << r.out;
-    EXPECT_EQ(st->ticks, static_cast<unsigned long long>(kTicks));
+    EXPECT_EQ(st->ticks, static_cast<unsigned long long>(kCellTicks));
     const double elapsed = static_cast<double>(st->elapsed_us) / 1e6;
     const double gap = static_cast<double>(st->gap_max_us) / 1e6;
-    EXPECT_LE(elapsed, kMaxElapsedS) << "the guest's clock fell behind: " << pit;
-    EXPECT_LT(gap, kMaxGapS) << "a stall of " << gap << " s: " << pit;
+    EXPECT_LE(elapsed, kCellMaxElapsedS) << "the guest's clock fell behind: " << pit;
+    EXPECT_LT(gap, kCellMaxGapS) << "a stall of " << gap << " s: " << pit;
     worst_elapsed = std::max(worst_elapsed, elapsed);
     worst_gap = std::max(worst_gap, gap);
   }

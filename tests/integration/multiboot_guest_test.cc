@@ -20,10 +20,6 @@ std::string guest_path(const std::string& name) {
   return std::string(MINIVMM_TEST_GUEST_DIR) + "/minivmm-test-" + name + ".elf";
 }
 
-bool has(const std::string& out, const std::string& line) {
-  return out.find(line) != std::string::npos;
-}
-
 #define EXPECT_STATUS(r, want)                                                        \
   do {                                                                                \
     ASSERT_EQ((r).term_signal, 0) << (r).err;                                         \

@@ -14,7 +14,6 @@
 #include <thread>
 
 namespace minivmm::testing {
-namespace {
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -22,6 +21,8 @@ std::string slurp(const std::string& path) {
   ss << in.rdbuf();
   return ss.str();
 }
+
+namespace {
 
 std::string temp_path(const char* what) {
   std::string tmpl = std::string("/tmp/minivmm-test-") + what + "-XXXXXX";

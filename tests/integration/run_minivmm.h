@@ -30,6 +30,13 @@ struct Child {
 // `console_to_file` false, to /dev/null (a console nobody keeps). A `wrapper` (e.g. `ip netns
 // exec NS`, `setpriv ... --`) runs minivmm; it must exec it in place, so that the child's pid is
 // minivmm's.
+// A whole file's bytes ("" if it cannot be read).
+std::string slurp(const std::string& path);
+// Whether `text` contains `part`: a console line, a report's word.
+inline bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
 Child start_minivmm(const std::vector<std::string>& args, bool with_stats = true,
                     bool console_to_file = true, const std::vector<std::string>& wrapper = {});
 // Polls the child's console (stdout) until it contains `text`; false after `timeout_s` or if

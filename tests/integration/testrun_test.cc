@@ -26,11 +26,6 @@
 namespace minivmm::testing {
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 void spit(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   out << text;
@@ -49,10 +44,6 @@ class TempDir {
  private:
   std::string path_;
 };
-
-bool has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 // The processes whose command line mentions `needle` (a test's logs folder is on every guest's).
 int processes_mentioning(const std::string& needle) {

@@ -39,7 +39,7 @@ using T = VirtioMmioTransport;
 constexpr std::uint64_t kFeatures = kVirtioFVersion1 | VirtioNet::kFMac | VirtioNet::kFStatus;
 // Guest RAM: the rings low, then 2 KiB transmit buffers, 2 KiB receive buffers, and room for
 // one frame past the largest (oversized tests).
-constexpr std::uint64_t kTxBufs = 0x10000, kRxBufs = 0x60000, kBig = 0xa0000;
+constexpr std::uint64_t kTxBufs = 0x10000, kRxBufs = 0x60000, kOversized = 0xa0000;
 constexpr std::uint64_t kSlot = 0x800;
 
 // A frame of `n` bytes: broadcast destination, a made-up source, IPv4 ethertype, then a
@@ -301,7 +301,7 @@ TEST(VirtioNetTest, MalformedTransmitChainsAreCountedReturnedAndNotSent) {
   r.mem.put(kTxBufs + 4 * kSlot, tso);
   r.txq.add_chain(next(1), {{kTxBufs + 4 * kSlot, 12 + 60, false}});
   // One byte past the largest frame.
-  r.txq.add_chain(next(1), {{kBig, static_cast<std::uint32_t>(12 + kMaxFrameBytes + 1), false}});
+  r.txq.add_chain(next(1), {{kOversized, static_cast<std::uint32_t>(12 + kMaxFrameBytes + 1), false}});
   // And a good one after all of them.
   r.next_tx_desc_ = d;
   const Frame good = make_frame(60, 9);
@@ -324,13 +324,13 @@ TEST(VirtioNetTest, TheLargestFrameGoesThroughBothWays) {
   const Frame f = make_frame(kMaxFrameBytes, 10);
   std::vector<std::uint8_t> bytes(12 + f.size(), 0);
   std::memcpy(bytes.data() + 12, f.data(), f.size());
-  std::memcpy(r.mem.at(kBig), bytes.data(), bytes.size());
-  r.txq.add_chain(0, {{kBig, static_cast<std::uint32_t>(bytes.size()), false}});
+  std::memcpy(r.mem.at(kOversized), bytes.data(), bytes.size());
+  r.txq.add_chain(0, {{kOversized, static_cast<std::uint32_t>(bytes.size()), false}});
   r.drv.notify(VirtioNet::kTransmitQueue);
   ASSERT_EQ(r.backend.sent.size(), 1u);
   EXPECT_EQ(r.backend.sent[0], f);
 
-  r.rxq.add_chain(0, {{kBig, static_cast<std::uint32_t>(bytes.size()), true}});
+  r.rxq.add_chain(0, {{kOversized, static_cast<std::uint32_t>(bytes.size()), true}});
   r.backend.inject(f);
   ASSERT_EQ(r.rxq.used_idx(), 1);
   EXPECT_EQ(r.rxq.used_len(0), bytes.size());
