@@ -49,7 +49,7 @@ template <typename Load>
 void run_loader(const std::uint8_t* data, std::size_t size, Load load) {
   LoaderInput in;
   if (!split_loader_input(data, size, in)) return;
-  const vmm::GuestMemory mem = fuzz_ram().memory();
+  const devices::GuestMemory mem = fuzz_ram().memory();
   try {
     const vmm::LoadedKernel k = load(mem, in);
     if (k.load_end < k.load_addr || !mem.contains(k.load_addr, k.load_end - k.load_addr)) {

@@ -4,7 +4,7 @@
 #include "vmm/boot/pvh_loader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  minivmm::fuzz::run_loader(data, size, [](const minivmm::vmm::GuestMemory& mem,
+  minivmm::fuzz::run_loader(data, size, [](const minivmm::devices::GuestMemory& mem,
                                            const minivmm::fuzz::LoaderInput& in) {
     minivmm::vmm::PvhOptions opts;
     opts.cmdline = in.cmdline;
