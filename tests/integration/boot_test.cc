@@ -75,10 +75,11 @@ TEST_P(BootTest, GuestTicksAtRequestedRateAndExitsThroughDebugExit) {
     // console byte: a few milliseconds, more when the suite runs VMs in parallel on two cores).
     // 50 ms worth still catches any double delivery, which would add ~N.
     const auto injected = s["guest"]["ticks_injected"].get<std::uint64_t>();
-    // Less one when the acknowledgement audit acted (ticks_merged > 0): an edge it counted as
-    // merged can have been taken after all (its injection was still in KVM's irqfd worker
-    // when the count was read), and then the report is one short of what the guest saw.
-    const std::uint64_t doubt = s["devices"]["pit"].value("ticks_merged", 0u) > 0 ? 1 : 0;
+    // Less the edges the acknowledgement audit counted as merged: one it judged in doubt can
+    // have been taken after all (its injection was still in KVM's irqfd worker when the count
+    // was read), and then the report is short of what the guest saw. CI's ASan build saw two
+    // such in one 250 Hz run, so the bound is what was sent, merged or not.
+    const std::uint64_t doubt = s["devices"]["pit"].value("ticks_merged", 0u);
     EXPECT_GE(injected + doubt, static_cast<std::uint64_t>(c.ticks)) << s["devices"]["pit"].dump();
     EXPECT_LE(injected, static_cast<std::uint64_t>(c.ticks + 2 + c.hz / 20));
     EXPECT_EQ(s["guest"]["ticks_lost"].get<std::uint64_t>(), 0u);

@@ -333,7 +333,7 @@ Frame ethernet(std::mt19937& rng, std::size_t len, const std::array<std::uint8_t
   Frame f(len);
   for (auto& b : f) b = static_cast<std::uint8_t>(rng());
   for (std::size_t i = 0; i < 6 && i < len; ++i) f[i] = dst[i];
-  f[6] = 0x02;  // a locally administered unicast sender
+  if (len > 6) f[6] = 0x02;  // a locally administered unicast sender (runts stay runts)
   if (len >= 14) put16(f, 12, type);
   return f;
 }
