@@ -320,9 +320,9 @@ std::string error_of(const std::function<void()>& fn) {
 // back to the host socket.
 TEST(TapBackendTest, CarriesFramesBothWaysThroughARealTap) {
   RUN_IN_PRIVATE_NETNS([] {
-    constexpr std::uint32_t kHost = net::ipv4(10, 9, 9, 1), kGuest = net::ipv4(10, 9, 9, 2);
+    constexpr std::uint32_t kTapHost = net::ipv4(10, 9, 9, 1), kTapGuest = net::ipv4(10, 9, 9, 2);
     create_persistent("mvtap0", IFF_TAP);
-    const net::Mac host_mac = configure("mvtap0", kHost);
+    const net::Mac host_mac = configure("mvtap0", kTapHost);
     NetTestLoop l;
     auto tap = TapBackend::open(l.loop(), "mvtap0");
     EXPECT_EQ(tap->vnet_header_bytes(), 12u);
@@ -334,7 +334,7 @@ TEST(TapBackendTest, CarriesFramesBothWaysThroughARealTap) {
     sockaddr_in to{};
     to.sin_family = AF_INET;
     to.sin_port = htons(7);
-    to.sin_addr.s_addr = htonl(kGuest);
+    to.sin_addr.s_addr = htonl(kTapGuest);
     ASSERT_EQ(::sendto(s, "hello", 5, 0, reinterpret_cast<sockaddr*>(&to), sizeof to), 5);
     sockaddr_in from{};
     socklen_t len = sizeof from;
@@ -344,7 +344,7 @@ TEST(TapBackendTest, CarriesFramesBothWaysThroughARealTap) {
     auto find_arp = [&] {
       for (const auto& f : peer.frames) {
         const auto a = net::parse_arp(f);
-        if (a && a->op == net::kArpRequest && a->tpa == kGuest) return true;
+        if (a && a->op == net::kArpRequest && a->tpa == kTapGuest) return true;
       }
       return false;
     };
@@ -352,12 +352,12 @@ TEST(TapBackendTest, CarriesFramesBothWaysThroughARealTap) {
 
     const net::Bytes reply = net::ethernet(
         host_mac, net::kGuestMac, net::kEtherArp,
-        net::arp(net::kArpReply, net::kGuestMac, kGuest, host_mac, kHost));
+        net::arp(net::kArpReply, net::kGuestMac, kTapGuest, host_mac, kTapHost));
     EXPECT_EQ(tap->transmit(reply), NetTxResult::kSent);
     auto find_udp = [&] {
       for (const auto& f : peer.frames) {
         const auto u = net::parse_udp(f);
-        if (u && u->dst == kGuest && u->dport == 7 && u->payload.size() == 5 &&
+        if (u && u->dst == kTapGuest && u->dport == 7 && u->payload.size() == 5 &&
             std::memcmp(u->payload.data(), "hello", 5) == 0) {
           return true;
         }
@@ -368,7 +368,7 @@ TEST(TapBackendTest, CarriesFramesBothWaysThroughARealTap) {
 
     const net::Bytes echo = net::ethernet(
         host_mac, net::kGuestMac, net::kEtherIpv4,
-        net::ip_packet(net::kProtoUdp, kGuest, kHost,
+        net::ip_packet(net::kProtoUdp, kTapGuest, kTapHost,
                        net::udp(7, host_port, net::text_bytes("hello", 5))));
     EXPECT_EQ(tap->transmit(echo), NetTxResult::kSent);
     char buf[16] = {};
