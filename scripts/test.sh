@@ -67,7 +67,9 @@ run_suite build-release '^$' -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEAS
 # Every test but the 16-guest density test and load cell: they measure what two CPUs give
 # sixteen guests (time, not memory; 5-15 s here) and each of their guests is one more ordinary
 # boot.
-asan_exclude='BootDensityTest|BootLoadCellTest'
+# And the control-socket storm: its subject is a deadlock between threads, which the TSan build
+# runs it for; under ASan its 8 runs took 93 CPU-seconds of the budget.
+asan_exclude='BootDensityTest|BootLoadCellTest|BootControlStormTest'
 # libslirp's own leak at cleanup (tests/lsan.supp says which); children inherit it.
 export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp ${LSAN_OPTIONS:-}"
 if command -v clang++ >/dev/null; then
@@ -105,7 +107,9 @@ build_suite build-tsan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1
 echo "== test (build-tsan)"
 tsan_kvm='^PitTick/BootPauseTest|^BootDurationTest|^Signals/BootSignalTest.*\(15,'
 tsan_kvm+='|^ThreadKinds/BootSeccompSelftest\.Forbidden|^Modes/BootSeccompTest.*Drive'
-tsan_kvm+='|^Modes/BootControlStormTest'
+# The storm with the console kept in a file, in every tick mode: the set-up of issue 20's
+# deadlock (the release build runs the /dev/null variants too).
+tsan_kvm+='|^Modes/BootControlStormTest.*_console_file'
 tsan_kvm+='|^BootInteractiveTest'
 stage "test (build-tsan)" bash -c "cd build-tsan &&
   ctest -j '$test_jobs' --output-on-failure -L '^unit$' -E '^BadInput|^HostKernelPulseTrainTest' &&
