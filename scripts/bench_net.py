@@ -48,6 +48,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from profile_idle import strace_window  # noqa: E402  (strace -c over a window, parsed)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HOST_IP, GUEST_IP = "10.78.0.1", "10.78.0.2"
 TAP = "mvbench0"
@@ -293,20 +296,6 @@ def cpu_ns(pid):
             with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
                 total += int(f.read().split()[0])
     return total
-
-
-def strace_window(pid, seconds):
-    proc = subprocess.Popen(["strace", "-c", "-f", "-p", str(pid)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-    time.sleep(seconds)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
-    calls = {}
-    for line in err.splitlines():
-        m = re.match(r"\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)\s*$", line)
-        if m and m.group(2) != "total":
-            calls[m.group(2)] = int(m.group(1))
-    return calls
 
 
 def idle(vm, seconds, do_strace):
