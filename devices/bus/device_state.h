@@ -132,6 +132,17 @@ class StateReader {
   std::string what_;
 };
 
+// Every record starts with the version of its layout, so that a record written by another
+// layout of the same device is refused by name instead of misread field by field.
+inline void write_version(StateWriter& out, std::uint8_t version) { out.u8(version); }
+inline void read_version(StateReader& in, std::uint8_t version) {
+  const std::uint8_t got = in.u8();
+  if (got != version) {
+    in.fail("layout version " + std::to_string(got) + " (this build reads " +
+            std::to_string(version) + ")");
+  }
+}
+
 // A device whose state a snapshot holds, under state_key() (its report key, where it has one).
 // save_state() may be called at any time the VM is paused; load_state() on a device freshly
 // made by the same board slot, before the VM first runs.

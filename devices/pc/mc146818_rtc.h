@@ -45,6 +45,7 @@
 #include <span>
 #include <string_view>
 
+#include "devices/bus/device_state.h"
 #include "devices/bus/irq_line.h"
 #include "devices/bus/port_io_device.h"
 #include "devices/bus/report_writer.h"
@@ -64,7 +65,7 @@ struct RtcStats {
   std::uint64_t invalid_time_sets = 0;  // written times that were not a valid date (clamped)
 };
 
-class Mc146818Rtc final : public PortIoDevice, public ReportingDevice {
+class Mc146818Rtc final : public PortIoDevice, public ReportingDevice, public StatefulDevice {
  public:
   static constexpr std::uint16_t kPortCount = 2;
   static constexpr unsigned kIrq = 8;
@@ -88,6 +89,15 @@ class Mc146818Rtc final : public PortIoDevice, public ReportingDevice {
   // tests; the report never had it).
   std::string_view report_key() const noexcept override { return "rtc"; }
   void report(ReportWriter& out) const override;
+  // StatefulDevice (mc146818_rtc_state.cc). Wall time is not in the record, only the guest's
+  // offset from the host's wall clock (0 unless the guest set the time): a restored RTC reads
+  // the host's time then, as a PC's CMOS clock kept running while the machine was off. The
+  // interrupt timer goes on from its saved vm_clock deadline, on the same grid; its
+  // once-a-second check finds the wall clock moved on and re-anchors, as after a pause.
+  std::string_view state_key() const noexcept override { return report_key(); }
+  void save_state(StateWriter& out) const override;
+  void load_state(StateReader& in) override;
+
   // Bit 7 of the last index written: the chipset's NMI mask (stored; NMIs are not modelled).
   bool nmi_masked() const;
 
@@ -122,6 +132,8 @@ class Mc146818Rtc final : public PortIoDevice, public ReportingDevice {
   // The one place that drives IRQ8: pulses when IRQF rises.
   void update_irqf() noexcept;
 
+  // The interrupt timer's grid that the registers call for (cycles), 0 when none.
+  std::uint32_t timer_cycles_wanted() const noexcept;
   // 32.768 kHz cycles between periodic interrupts for the current rate; 0 = off.
   std::uint32_t periodic_cycles() const noexcept;
   // Arms, re-anchors or cancels the interrupt timer. Without `force` nothing happens unless what

@@ -88,20 +88,25 @@ std::uint32_t Mc146818Rtc::periodic_cycles() const noexcept {
   return 1u << (rs - 1);
 }
 
-void Mc146818Rtc::program_timer(Nanos host, bool force) noexcept {
+std::uint32_t Mc146818Rtc::timer_cycles_wanted() const noexcept {
   const std::uint32_t periodic = periodic_cycles();
   const bool pie = (reg_b_ & kRegBPie) && periodic != 0;
   const bool updates = !set_mode() && (reg_b_ & (kRegBUie | kRegBAie));
-  if (!divider_running() || !(pie || updates)) {
+  if (!divider_running() || !(pie || updates)) return 0;
+  // The periodic grid holds every second boundary (all rates divide 32768), so one timer at the
+  // periodic rate also serves the update and alarm checks.
+  return pie ? periodic : kCyclesPerSecond;
+}
+
+void Mc146818Rtc::program_timer(Nanos host, bool force) noexcept {
+  const std::uint32_t cycles = timer_cycles_wanted();
+  if (cycles == 0) {
     if (timer_on_) {
       timer_.cancel();
       timer_on_ = false;
     }
     return;
   }
-  // The periodic grid holds every second boundary (all rates divide 32768), so one timer at the
-  // periodic rate also serves the update and alarm checks.
-  const std::uint32_t cycles = pie ? periodic : kCyclesPerSecond;
   if (timer_on_ && cycles == timer_cycles_ && !force) return;
 
   arm_after(rtc_at(host), vm_timers_.clock().now(), cycles);

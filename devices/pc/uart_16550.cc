@@ -78,7 +78,7 @@ constexpr std::uint8_t kMsrConnected = kMsrDcd | kMsrDsr | kMsrCts;
 
 Uart16550::Uart16550(IrqLine& irq, ByteSink& out, timers::TimerList* rt_timers,
                      timers::TimerList* vm_timers)
-    : irq_(irq), out_(out) {
+    : irq_(irq), out_(out), vm_timers_(vm_timers) {
   if (vm_timers != nullptr) {
     rx_timeout_timer_.emplace(*vm_timers, "uart-rx-timeout",
                               [this](const timers::Timer::Expiry&) { on_rx_timeout(); });

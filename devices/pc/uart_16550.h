@@ -48,6 +48,7 @@
 #include "devices/bus/byte_sink.h"
 #include "devices/bus/irq_line.h"
 #include "devices/bus/port_io_device.h"
+#include "devices/bus/device_state.h"
 #include "devices/bus/report_writer.h"
 #include "timers/timer.h"
 #include "timers/timer_list.h"
@@ -63,7 +64,7 @@ struct UartStats {
   std::uint64_t rx_timeouts = 0;   // character timeouts indicated (IIR 0x0C)
 };
 
-class Uart16550 final : public PortIoDevice, public ReportingDevice {
+class Uart16550 final : public PortIoDevice, public ReportingDevice, public StatefulDevice {
  public:
   // COM1 on a PC; the VMM attaches the device there.
   static constexpr timers::Nanos kFlushSlack{20'000'000};
@@ -115,6 +116,13 @@ class Uart16550 final : public PortIoDevice, public ReportingDevice {
   std::string_view report_key() const noexcept override { return "uart"; }
   void report(ReportWriter& out) const override;
 
+  // StatefulDevice (uart_16550_state.cc): the registers, the RX FIFO, the character timeout
+  // (its deadline on vm_clock) and the counters. Batched output not yet flushed is not part of
+  // it: it belongs to the run that wrote it, which flushes it at exit.
+  std::string_view state_key() const noexcept override { return report_key(); }
+  void save_state(StateWriter& out) const override;
+  void load_state(StateReader& in) override;
+
  private:
   std::uint8_t read_reg(std::uint16_t offset) noexcept;
   void write_reg(std::uint16_t offset, std::uint8_t value) noexcept;
@@ -145,6 +153,7 @@ class Uart16550 final : public PortIoDevice, public ReportingDevice {
 
   IrqLine& irq_;
   ByteSink& out_;
+  timers::TimerList* const vm_timers_;  // may be null (no character timeout)
 
   mutable std::mutex mu_;  // lock order: mu_ -> TimerList mutex
 
