@@ -29,3 +29,22 @@ void DebugExit::write(std::uint16_t offset, std::span<const std::uint8_t> data) 
 void DebugExit::report(ReportWriter& out) const { out.count("exit_requests", exit_requests()); }
 
 }  // namespace minivmm::devices
+
+namespace minivmm::devices {
+
+void DebugExit::save_state(StateWriter& out) const {
+  write_version(out, 1);
+  out.u64(exit_requests_.load());
+  out.u64(bad_accesses_.load());
+}
+
+void DebugExit::load_state(StateReader& in) {
+  read_version(in, 1);
+  const std::uint64_t exits = in.u64();
+  const std::uint64_t bad = in.u64();
+  in.expect_end();
+  exit_requests_.store(exits);
+  bad_accesses_.store(bad);
+}
+
+}  // namespace minivmm::devices

@@ -18,12 +18,13 @@
 #include <span>
 #include <string_view>
 
+#include "devices/bus/device_state.h"
 #include "devices/bus/port_io_device.h"
 #include "devices/bus/report_writer.h"
 
 namespace minivmm::devices {
 
-class DebugExit final : public PortIoDevice, public ReportingDevice {
+class DebugExit final : public PortIoDevice, public ReportingDevice, public StatefulDevice {
  public:
   // A window of 4 ports (QEMU's iosize, used by most test kernels).
   static constexpr std::uint16_t kPortCount = 4;
@@ -47,6 +48,12 @@ class DebugExit final : public PortIoDevice, public ReportingDevice {
   // ReportingDevice: exit_requests under "debug_exit" (bad_accesses is not in the report).
   std::string_view report_key() const noexcept override { return "debug_exit"; }
   void report(ReportWriter& out) const override;
+
+  // StatefulDevice: its counters (the exit itself ends the run, so no snapshot holds one
+  // half done).
+  std::string_view state_key() const noexcept override { return report_key(); }
+  void save_state(StateWriter& out) const override;
+  void load_state(StateReader& in) override;
 
  private:
   const std::function<void(int)> on_exit_;

@@ -49,7 +49,7 @@
 
 namespace minivmm::devices {
 
-class I8042 final : public PortIoDevice, public ReportingDevice {
+class I8042 final : public PortIoDevice, public ReportingDevice, public StatefulDevice {
  public:
   static constexpr std::uint16_t kPortCount = 5;
   static constexpr std::uint16_t kDataOffset = 0;
@@ -139,6 +139,13 @@ class I8042 final : public PortIoDevice, public ReportingDevice {
   // mouse_bytes_dropped (the only auxiliary device a PC has, and the report's name for it).
   std::string_view report_key() const noexcept override { return "i8042"; }
   void report(ReportWriter& out) const override;
+
+  // StatefulDevice (i8042_state.cc): the controller's registers, the pending command, the
+  // keyboard's state and its queued answers, the counters. IRQ1/IRQ12 are driven again from the
+  // loaded state (a fresh board's lines are low).
+  std::string_view state_key() const noexcept override { return report_key(); }
+  void save_state(StateWriter& out) const override;
+  void load_state(StateReader& in) override;
 
  private:
   // Forwards a one-port mapping to the device at a fixed offset.

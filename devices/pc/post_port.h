@@ -17,12 +17,13 @@
 #include <span>
 #include <string_view>
 
+#include "devices/bus/device_state.h"
 #include "devices/bus/port_io_device.h"
 #include "devices/bus/report_writer.h"
 
 namespace minivmm::devices {
 
-class PostPort final : public PortIoDevice, public ReportingDevice {
+class PostPort final : public PortIoDevice, public ReportingDevice, public StatefulDevice {
  public:
   std::string_view name() const noexcept override { return "post-port"; }
 
@@ -35,6 +36,12 @@ class PostPort final : public PortIoDevice, public ReportingDevice {
   // ReportingDevice: writes under "post_port" (the last code is for logs, not the report).
   std::string_view report_key() const noexcept override { return "post_port"; }
   void report(ReportWriter& out) const override;
+
+  // StatefulDevice: the last POST code (a guest that reads port 0x80 back sees it) and the
+  // write count.
+  std::string_view state_key() const noexcept override { return report_key(); }
+  void save_state(StateWriter& out) const override;
+  void load_state(StateReader& in) override;
 
  private:
   std::atomic<std::uint8_t> last_code_{0};

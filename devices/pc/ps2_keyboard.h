@@ -25,6 +25,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "devices/bus/device_state.h"
+
 namespace minivmm::devices {
 
 class Ps2Keyboard {
@@ -71,6 +73,10 @@ class Ps2Keyboard {
   std::uint8_t leds() const noexcept { return leds_; }
   std::uint8_t typematic() const noexcept { return typematic_; }
   const Stats& stats() const noexcept { return stats_; }
+
+  // Part of the controller's snapshot record (i8042_state.cc), which calls these under its lock.
+  void save_state(StateWriter& out) const;
+  void load_state(StateReader& in);
 
  private:
   void command(std::uint8_t byte, bool translated) noexcept;

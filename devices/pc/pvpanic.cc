@@ -37,3 +37,28 @@ void PvPanic::report(ReportWriter& out) const {
 }
 
 }  // namespace minivmm::devices
+
+namespace minivmm::devices {
+
+void PvPanic::save_state(StateWriter& out) const {
+  write_version(out, 1);
+  out.u64(panics_.load(std::memory_order_relaxed));
+  out.u64(crash_loaded_.load(std::memory_order_relaxed));
+  out.u64(unknown_events_.load(std::memory_order_relaxed));
+  out.u64(bad_accesses_.load(std::memory_order_relaxed));
+}
+
+void PvPanic::load_state(StateReader& in) {
+  read_version(in, 1);
+  const std::uint64_t panics = in.u64();
+  const std::uint64_t crash_loaded = in.u64();
+  const std::uint64_t unknown = in.u64();
+  const std::uint64_t bad = in.u64();
+  in.expect_end();
+  panics_.store(panics, std::memory_order_relaxed);
+  crash_loaded_.store(crash_loaded, std::memory_order_relaxed);
+  unknown_events_.store(unknown, std::memory_order_relaxed);
+  bad_accesses_.store(bad, std::memory_order_relaxed);
+}
+
+}  // namespace minivmm::devices

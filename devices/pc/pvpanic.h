@@ -19,12 +19,13 @@
 #include <span>
 #include <string_view>
 
+#include "devices/bus/device_state.h"
 #include "devices/bus/port_io_device.h"
 #include "devices/bus/report_writer.h"
 
 namespace minivmm::devices {
 
-class PvPanic final : public PortIoDevice, public ReportingDevice {
+class PvPanic final : public PortIoDevice, public ReportingDevice, public StatefulDevice {
  public:
   static constexpr std::uint8_t kPanicked = 1u << 0;
   static constexpr std::uint8_t kCrashLoaded = 1u << 1;
@@ -41,6 +42,12 @@ class PvPanic final : public PortIoDevice, public ReportingDevice {
   // ReportingDevice: under "pvpanic".
   std::string_view report_key() const noexcept override { return "pvpanic"; }
   void report(ReportWriter& out) const override;
+
+  // StatefulDevice: its counters; the device has no register state (reads return the
+  // supported events).
+  std::string_view state_key() const noexcept override { return report_key(); }
+  void save_state(StateWriter& out) const override;
+  void load_state(StateReader& in) override;
 
  private:
   const std::function<void()> on_panic_;

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "devices/bus/device_state.h"
 #include "timers/clock.h"
 
 namespace minivmm::devices {
@@ -128,6 +129,13 @@ class I8254Channel {
 
   // The effective mode, 0..5.
   int mode() const noexcept { return mode_; }
+
+  // Every field, for the PIT's snapshot record (i8254_state.cc). load_state() checks each
+  // against what the chip's logic can produce at `now` (vm_clock, set back to the snapshot's
+  // instant): modes 0..5, counts within the modulus, flags only in the modes that use them,
+  // times no later than now. Throws StateError; the channel is then unchanged.
+  void save_state(StateWriter& out) const;
+  void load_state(StateReader& in, timers::Nanos now);
 
  private:
   std::uint32_t modulus() const noexcept { return bcd_ ? 10'000u : 0x10000u; }

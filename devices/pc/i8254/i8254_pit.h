@@ -58,7 +58,7 @@
 
 namespace minivmm::devices {
 
-class I8254Pit final : public PortIoDevice, public ReportingDevice {
+class I8254Pit final : public PortIoDevice, public ReportingDevice, public StatefulDevice {
  public:
   static constexpr std::uint16_t kPortCount = 4;  // counters 0-2 and the control word
   static constexpr int kChannelCount = 3;
@@ -106,6 +106,14 @@ class I8254Pit final : public PortIoDevice, public ReportingDevice {
   // Every Stats counter under its field's name (acks_abandoned as a flag), then, with a pulse
   // train, the train's own report as "kernel_train".
   void report(ReportWriter& out) const override;
+
+  // StatefulDevice (i8254_state.cc): the three counters, the chip's counters and the tick
+  // delivery's (owed ticks included). Loading runs reschedule_locked() from the loaded counter
+  // 0: its edges derive from the counter's run start on vm_clock, so the IRQ0 timer (or the
+  // pulse train, which arms on resume if the VM is paused) continues on the same grid.
+  std::string_view state_key() const noexcept override { return report_key(); }
+  void save_state(StateWriter& out) const override;
+  void load_state(StateReader& in) override;
 
   const timers::Clock& clock() const noexcept { return clock_; }
   LostTickPolicy policy() const noexcept { return delivery_.policy(); }

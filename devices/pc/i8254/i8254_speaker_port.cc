@@ -36,3 +36,25 @@ std::uint64_t I8254SpeakerPort::bad_accesses() const {
 }
 
 }  // namespace minivmm::devices
+
+namespace minivmm::devices {
+
+void I8254SpeakerPort::save_state(StateWriter& out) const {
+  std::lock_guard lock(mu_);
+  write_version(out, 1);
+  out.u8(control_);
+  out.u64(bad_accesses_);
+}
+
+void I8254SpeakerPort::load_state(StateReader& in) {
+  std::lock_guard lock(mu_);
+  read_version(in, 1);
+  const std::uint8_t control = in.u8();
+  const std::uint64_t bad = in.u64();
+  in.expect_end();
+  if ((control & ~kNmiScWritable) != 0) in.fail("port 0x61 bits that are read-only");
+  control_ = control;
+  bad_accesses_ = bad;
+}
+
+}  // namespace minivmm::devices

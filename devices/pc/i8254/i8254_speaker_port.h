@@ -16,11 +16,12 @@
 #include <string_view>
 
 #include "devices/pc/i8254/i8254_pit.h"
+#include "devices/bus/device_state.h"
 #include "devices/bus/port_io_device.h"
 
 namespace minivmm::devices {
 
-class I8254SpeakerPort final : public PortIoDevice {
+class I8254SpeakerPort final : public PortIoDevice, public StatefulDevice {
  public:
   static constexpr std::uint8_t kNmiScTimCnt2En = 0x01;
   static constexpr std::uint8_t kNmiScSpkrDatEn = 0x02;
@@ -42,6 +43,13 @@ class I8254SpeakerPort final : public PortIoDevice {
   void write(std::uint16_t offset, std::span<const std::uint8_t> data) noexcept override;
 
   std::uint64_t bad_accesses() const;
+
+  // StatefulDevice: the written bits of port 0x61 (bit 0 is counter 2's GATE, whose level
+  // the PIT's record holds too: loading this does not touch the PIT) and bad_accesses(). It
+  // has no report key; its name is its key.
+  std::string_view state_key() const noexcept override { return name(); }
+  void save_state(StateWriter& out) const override;
+  void load_state(StateReader& in) override;
 
  private:
   I8254Pit& pit_;

@@ -30,10 +30,11 @@ TickDelivery::Stats TickDelivery::stats() const {
   std::lock_guard lock(mu_);
   Stats s = stats_;
   s.ticks_owed = owed_ticks_;
-  s.ticks_merged = audit_.edges_merged();
-  s.ack_audits = audit_.audits();
-  s.acks_abandoned = audit_.abandoned();
+  s.ticks_merged = carried_merged_ + audit_.edges_merged();
+  s.ack_audits = carried_audits_ + audit_.audits();
+  s.acks_abandoned = carried_abandoned_ || audit_.abandoned();
   s.ticks_injected_by_pit = stats_.ticks_injected;
+  s.ticks_injected += carried_delivered_;
   if (train_) s.ticks_injected += train_->delivered();
   // Merged edges were counted when sent; the guest never saw them.
   s.ticks_injected -= std::min(s.ticks_injected, s.ticks_merged);

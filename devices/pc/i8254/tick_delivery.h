@@ -38,6 +38,7 @@
 #include <mutex>
 #include <optional>
 
+#include "devices/bus/device_state.h"
 #include "devices/bus/irq_line.h"
 #include "devices/pc/i8254/ack_audit.h"
 #include "devices/pc/i8254/lost_tick_policy.h"
@@ -132,6 +133,21 @@ class TickDelivery {
   // Whether this object's own timer delivers the ticks for a held train right now.
   bool falling_back() const;
 
+  // What a snapshot keeps (i8254_state.cc): the ticks owed and the counters, so that the run
+  // report of a restored guest counts its whole life (the audit's and the train's counts too,
+  // carried over as a base their fresh objects add to). The train and the fallback start fresh.
+  struct Saved {
+    std::uint64_t owed_ticks = 0;
+    Stats stats;  // this object's own counters (stats_)
+    std::uint64_t merged = 0, audits = 0, train_delivered = 0;
+    bool abandoned = false;
+  };
+  void save_state(StateWriter& out) const;
+  static Saved read_state(StateReader& in);
+  // After restart() gave the restored program its schedule: takes `saved` over and, if ticks
+  // are owed, arms the retry that delivers them. `periodic` must be true if any are owed.
+  void restore(const Saved& saved, timers::Nanos now) noexcept;
+
   LostTickPolicy policy() const noexcept { return policy_; }
   PulseTrain* train() const noexcept { return train_; }
   Stats stats() const;
@@ -194,6 +210,9 @@ class TickDelivery {
   timers::Nanos retry_delay_{0};
   // ticks_injected counts this object's own edges here; stats() adds the train's.
   Stats stats_;
+  // Counts of the audit and the train before a restore (their objects start from 0).
+  std::uint64_t carried_merged_ = 0, carried_audits_ = 0, carried_delivered_ = 0;
+  bool carried_abandoned_ = false;
 
   // Last members: destroyed (and so cancelled) first, before the state their callbacks use.
   timers::Timer fallback_timer_;
