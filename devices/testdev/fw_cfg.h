@@ -30,6 +30,7 @@
 #include <string_view>
 #include <vector>
 
+#include "devices/bus/device_state.h"
 #include "devices/bus/port_io_device.h"
 #include "devices/bus/report_writer.h"
 
@@ -50,7 +51,7 @@ struct FwCfgStats {
   std::uint64_t bad_accesses = 0;     // widths QEMU does not decode
 };
 
-class FwCfg final : public PortIoDevice, public ReportingDevice {
+class FwCfg final : public PortIoDevice, public ReportingDevice, public StatefulDevice {
  public:
   static constexpr std::uint16_t kPortCount = 2;
 
@@ -81,6 +82,13 @@ class FwCfg final : public PortIoDevice, public ReportingDevice {
   // ReportingDevice: stats() under "fw_cfg".
   std::string_view report_key() const noexcept override { return "fw_cfg"; }
   void report(ReportWriter& out) const override;
+
+  // StatefulDevice (pc_testdev_state.cc): the selected item (by key: the items themselves are
+  // the constructor's and add_file()'s, made the same way on restore), the read offset into it
+  // and the counters.
+  std::string_view state_key() const noexcept override { return report_key(); }
+  void save_state(StateWriter& out) const override;
+  void load_state(StateReader& in) override;
 
  private:
   void rebuild_directory();

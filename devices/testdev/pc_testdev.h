@@ -22,6 +22,7 @@
 #include <functional>
 #include <string_view>
 
+#include "devices/bus/device_state.h"
 #include "devices/bus/irq_line.h"
 #include "devices/bus/report_writer.h"
 #include "devices/testdev/pc_testdev_flush_page.h"
@@ -31,7 +32,7 @@
 
 namespace minivmm::devices {
 
-class PcTestdev final : public ReportingDevice {
+class PcTestdev final : public ReportingDevice, public StatefulDevice {
  public:
   // Makes the 4 KiB page at `page_gpa` fault into KVM again; false: not in guest RAM, so
   // nothing was done.
@@ -56,6 +57,12 @@ class PcTestdev final : public ReportingDevice {
   // (echo_bad_accesses, page_flushes, irq_raises, iomem_reads, ...).
   std::string_view report_key() const noexcept override { return "pc_testdev"; }
   void report(ReportWriter& out) const override;
+
+  // StatefulDevice (pc_testdev_state.cc): the echo register, the IRQ levels (driven again on
+  // load), the 64 KiB iomem buffer and every part's counters.
+  std::string_view state_key() const noexcept override { return report_key(); }
+  void save_state(StateWriter& out) const override;
+  void load_state(StateReader& in) override;
 
  private:
   const FlushPage flush_;

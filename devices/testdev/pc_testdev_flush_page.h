@@ -19,6 +19,7 @@
 #include <span>
 #include <string_view>
 
+#include "devices/bus/device_state.h"
 #include "devices/bus/port_io_device.h"
 
 namespace minivmm::devices {
@@ -37,6 +38,10 @@ class PcTestdevFlushPage final : public PortIoDevice {
 
   std::uint64_t flushes() const noexcept { return flushes_.load(); }
   std::uint64_t bad_accesses() const noexcept { return bad_accesses_.load(); }
+
+  // Part of PcTestdev's snapshot record (pc_testdev_state.cc).
+  void save_state(StateWriter& out) const;
+  void load_state(StateReader& in);
 
  private:
   const std::function<void(std::uint64_t)> flush_;

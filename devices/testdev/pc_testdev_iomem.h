@@ -16,6 +16,7 @@
 #include <span>
 #include <string_view>
 
+#include "devices/bus/device_state.h"
 #include "devices/bus/mmio_device.h"
 
 namespace minivmm::devices {
@@ -32,8 +33,12 @@ class PcTestdevIomem final : public MmioDevice {
   std::uint64_t writes() const noexcept { return writes_.load(); }
   std::uint64_t bad_accesses() const noexcept { return bad_accesses_.load(); }
 
+  // Part of PcTestdev's snapshot record (pc_testdev_state.cc).
+  void save_state(StateWriter& out) const;
+  void load_state(StateReader& in);
+
  private:
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::array<std::uint8_t, kSize> buf_{};
   std::atomic<std::uint64_t> reads_{0};
   std::atomic<std::uint64_t> writes_{0};

@@ -20,6 +20,7 @@
 #include <string_view>
 
 #include "devices/bus/irq_line.h"
+#include "devices/bus/device_state.h"
 #include "devices/bus/port_io_device.h"
 
 namespace minivmm::devices {
@@ -45,6 +46,10 @@ class PcTestdevIrq final : public PortIoDevice {
   // The level last written to `line` (false for lines past 23).
   bool level(std::size_t line) const;
   PcTestdevIrqStats stats() const;
+
+  // Part of PcTestdev's snapshot record (pc_testdev_state.cc).
+  void save_state(StateWriter& out) const;
+  void load_state(StateReader& in);
 
  private:
   const std::array<IrqLine*, kLines> lines_;

@@ -16,6 +16,7 @@
 #include <span>
 #include <string_view>
 
+#include "devices/bus/device_state.h"
 #include "devices/bus/port_io_device.h"
 
 namespace minivmm::devices {
@@ -30,6 +31,10 @@ class PcTestdevPort final : public PortIoDevice {
 
   std::uint32_t value() const noexcept { return data_.load(); }
   std::uint64_t bad_accesses() const noexcept { return bad_accesses_.load(); }
+
+  // Part of PcTestdev's snapshot record (pc_testdev_state.cc).
+  void save_state(StateWriter& out) const;
+  void load_state(StateReader& in);
 
  private:
   std::atomic<std::uint32_t> data_{0};
