@@ -72,6 +72,12 @@ class VirtioConsole final : public VirtioDevice, public ConsoleRxPort {
   void activate(VirtioQueueHost& host, std::uint64_t features) noexcept override;
   void queue_notify(std::size_t queue) noexcept override;
   void reset() noexcept override;
+  // Snapshots (virtio_console_state.cc): quiesce() flushes the transmitq (a chain still held
+  // after kTxFlushTurns goes back to the ring); the record is the host input not yet delivered
+  // and the counters.
+  void quiesce() override;
+  void save_state(StateWriter& out) const override;
+  void load_state(StateReader& in) override;
 
   // ConsoleRxPort
   std::size_t receive(std::span<const std::uint8_t> bytes) noexcept override;

@@ -14,6 +14,7 @@
 #include <span>
 #include <string_view>
 
+#include "devices/bus/device_state.h"
 #include "devices/bus/guest_memory.h"
 #include "devices/bus/report_writer.h"
 #include "devices/virtio/virtqueue.h"
@@ -33,6 +34,10 @@ class VirtioQueueHost {
   virtual Virtqueue::Pop pop(std::size_t queue, DescriptorChain& out) noexcept = 0;
   // Returns `head` to the driver with `len` bytes written, and interrupts if the driver wants.
   virtual void complete(std::size_t queue, std::uint16_t head, std::uint32_t len) noexcept = 0;
+  // Hands the chain the device popped last from `queue`, unanswered, back to the available
+  // ring: the next pop takes it again. For a device that must let go of a chain it holds (a
+  // receive buffer waiting for a frame) before a snapshot. Only the last chain popped, once.
+  virtual void give_back(std::size_t /*queue*/) noexcept {}
 };
 
 class VirtioDevice {
@@ -69,6 +74,16 @@ class VirtioDevice {
   // transport's (VirtioMmioTransport::report()); the VMM names that object after the device's
   // slot (virtio_blk0), so a virtio device has no report key of its own. Any thread.
   virtual void report(ReportWriter& /*out*/) const {}
+
+  // Snapshots (issue 23), on the loop thread while the VM is paused. quiesce() comes first:
+  // afterwards the device holds no chain of any queue (each was answered, or handed back with
+  // VirtioQueueHost::give_back()), so the ring positions are the whole of the queues' state.
+  // Throws StateError if it cannot get there (virtio-blk: requests that do not complete).
+  virtual void quiesce() {}
+  // The device's own record, inside its transport's. load_state() runs on a fresh device after
+  // the transport re-activated it (a live driver) or not (none); the default record is empty.
+  virtual void save_state(StateWriter& /*out*/) const {}
+  virtual void load_state(StateReader& /*in*/) {}
 };
 
 }  // namespace minivmm::devices

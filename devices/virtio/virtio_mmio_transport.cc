@@ -298,6 +298,11 @@ void VirtioMmioTransport::complete(std::size_t queue, std::uint16_t head,
   irq_.pulse();
 }
 
+void VirtioMmioTransport::give_back(std::size_t queue) noexcept {
+  std::lock_guard lock(mu_);
+  if (queue < queues_.size()) queues_[queue].unpop();
+}
+
 VirtioMmioStats VirtioMmioTransport::stats() const {
   VirtioMmioStats s;
   s.notifies_vcpu = notifies_vcpu_.load(std::memory_order_relaxed);

@@ -57,7 +57,7 @@ struct VirtioMmioStats {
   std::vector<VirtqueueStats> queues;
 };
 
-class VirtioMmioTransport final : public MmioDevice, private VirtioQueueHost {
+class VirtioMmioTransport final : public MmioDevice, public StatefulDevice, private VirtioQueueHost {
  public:
   static constexpr std::uint64_t kWindowSize = 0x1000;
   static constexpr std::uint32_t kMagic = 0x74726976;  // "virt"
@@ -105,11 +105,30 @@ class VirtioMmioTransport final : public MmioDevice, private VirtioQueueHost {
   // GSI, the eventfd reads), the device its own (VirtioDevice::report()). Any thread.
   void report(ReportWriter& out) const;
 
+  // StatefulDevice (virtio_mmio_state.cc). The key is the owner's name for the slot
+  // ("virtio_blk0"); name() until it sets one.
+  void set_state_key(std::string key) { state_key_ = std::move(key); }
+  std::string_view state_key() const noexcept override {
+    return state_key_.empty() ? std::string_view(name_) : std::string_view(state_key_);
+  }
+  // Lets the device quiesce (VirtioDevice::quiesce(), may throw StateError), so that no chain
+  // is held. The owner calls it before save_state().
+  void quiesce();
+  // The registers, each queue's configuration and ring positions, the counters, then the
+  // device's own record (VirtioDevice::save_state()). Throws StateError while a chain is in
+  // flight (popped, not answered): quiesce() first.
+  void save_state(StateWriter& out) const override;
+  // On a fresh transport and device over the same guest RAM. A transport that was live
+  // (DRIVER_OK) activates its device again with the negotiated features before the device
+  // loads its record, so it serves the next request from the saved ring positions.
+  void load_state(StateReader& in) override;
+
  private:
   // VirtioQueueHost
   const GuestMemory& ram() const noexcept override { return ram_; }
   Virtqueue::Pop pop(std::size_t queue, DescriptorChain& out) noexcept override;
   void complete(std::size_t queue, std::uint16_t head, std::uint32_t len) noexcept override;
+  void give_back(std::size_t queue) noexcept override;
 
   std::uint32_t read_register(std::uint64_t offset) noexcept;  // requires mu_
   void notify(std::uint32_t queue, bool from_eventfd) noexcept;
@@ -123,6 +142,7 @@ class VirtioMmioTransport final : public MmioDevice, private VirtioQueueHost {
   IrqLine& irq_;
   const std::string name_;
   const std::uint64_t offered_;
+  std::string state_key_;
 
   mutable std::mutex mu_;
   std::vector<Virtqueue> queues_;            // guarded by mu_

@@ -218,6 +218,13 @@ bool Virtqueue::push_used(std::uint16_t head, std::uint32_t len) noexcept {
   return want;
 }
 
+bool Virtqueue::unpop() noexcept {
+  if (in_flight() == 0) return false;
+  --next_avail_;
+  --stats_.chains;
+  return true;
+}
+
 void Virtqueue::reset() noexcept {
   size_ = 0;
   desc_ = avail_ = used_ = 0;

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "devices/bus/device_state.h"
 #include "devices/bus/guest_memory.h"
 
 namespace minivmm::devices {
@@ -107,6 +108,20 @@ class Virtqueue {
 
   // Back to the state after device reset: configuration and indexes cleared.
   void reset() noexcept;
+
+  // The chain popped last goes back to the available ring (VirtioQueueHost::give_back()).
+  // False if nothing is popped and unanswered.
+  bool unpop() noexcept;
+  // Chains popped and not yet answered.
+  std::uint16_t in_flight() const noexcept {
+    return static_cast<std::uint16_t>(next_avail_ - next_used_);
+  }
+
+  // The transport's snapshot record of this queue (virtio_mmio_state.cc): configuration, the
+  // ring positions (last_avail_idx, next used idx; the event-idx words live in guest RAM) and
+  // the counters. load_state() checks a live queue's rings against `ram` as activate() does.
+  void save_state(StateWriter& out) const;
+  void load_state(StateReader& in, const GuestMemory& ram);
 
   const VirtqueueStats& stats() const noexcept { return stats_; }
 

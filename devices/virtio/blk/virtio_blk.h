@@ -25,6 +25,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -88,6 +89,16 @@ class VirtioBlk final : public VirtioDevice {
   void reset() noexcept override;
   int completion_fd() const noexcept override { return ring_ ? ring_->event_fd() : -1; }
   void on_completion_fd() noexcept override;
+  // Snapshots (virtio_blk_state.cc). quiesce() returns once every request taken from the ring
+  // has completed and been published to the used ring: the worker's are waited for, the
+  // io_uring's reaped here (the event loop does not run while a snapshot is written). After
+  // kQuiesceTimeout it throws StateError("virtio-blk: requests still in flight").
+  static constexpr std::chrono::seconds kQuiesceTimeout{5};
+  void quiesce() override;
+  // The record checks the disk: the same capacity and read-only flag (device config space),
+  // then the counters.
+  void save_state(StateWriter& out) const override;
+  void load_state(StateReader& in) override;
 
   std::uint64_t capacity_sectors() const noexcept { return capacity_; }
   // "io_uring", "worker" or "inline", for the report.

@@ -128,6 +128,12 @@ class VirtioNet final : public VirtioDevice, public ReportingDevice, private Net
   void activate(VirtioQueueHost& host, std::uint64_t features) noexcept override;
   void queue_notify(std::size_t queue) noexcept override;
   void reset() noexcept override;
+  // Snapshots (virtio_net_state.cc): quiesce() hands a held receive buffer, and a transmit
+  // chain a blocked back-end did not take, back to their rings (the next activate pops them
+  // again); the record is the counters (the MAC is the constructor's).
+  void quiesce() override;
+  void save_state(StateWriter& out) const override;
+  void load_state(StateReader& in) override;
 
   // ReportingDevice (loop thread).
   std::string_view report_key() const noexcept override { return options_.report_key; }
