@@ -43,6 +43,7 @@ void Mc146818Rtc::save_state(StateWriter& out) const {
   out.i64(anchor_vm_.count());
   out.i64(anchor_rtc_.count());
   out.i64(timer_on_ && timer_.pending() ? timer_.deadline().count() : 0);
+  out.i64(host_clock_.now().count());
   out.u64(stats_.periodic_irqs);
   out.u64(stats_.alarm_irqs);
   out.u64(stats_.update_irqs);
@@ -70,6 +71,7 @@ void Mc146818Rtc::load_state(StateReader& in) {
   const Nanos anchor_vm{in.i64()};
   const Nanos anchor_rtc{in.i64()};
   const Nanos deadline{in.i64()};
+  const Nanos saved_host{in.i64()};
   RtcStats stats;
   stats.periodic_irqs = in.u64();
   stats.alarm_irqs = in.u64();
@@ -86,7 +88,8 @@ void Mc146818Rtc::load_state(StateReader& in) {
   if ((flags & ~kFlagBits) != 0) in.fail("register C flags outside PF/AF/UF");
   const auto in_range = [](Nanos t, std::int64_t max) { return t.count() >= -max && t.count() <= max; };
   if (!in_range(offset, kMaxRtcNs)) in.fail("a wall-clock offset of " + std::to_string(offset.count()) + " ns");
-  if (!in_range(last_scan, kMaxRtcNs) || !in_range(anchor_rtc, kMaxRtcNs)) {
+  if (!in_range(last_scan, kMaxRtcNs) || !in_range(anchor_rtc, kMaxRtcNs) ||
+      !in_range(saved_host, kMaxRtcNs)) {
     in.fail("an RTC time outside 1970-2199");
   }
   if (anchor_vm.count() < 0 || anchor_vm.count() > kMaxVmNs || deadline.count() < 0 ||
@@ -126,7 +129,14 @@ void Mc146818Rtc::load_state(StateReader& in) {
   timer_on_ = true;
   timer_cycles_ = cycles;
   anchor_vm_ = anchor_vm;
-  anchor_rtc_ = anchor_rtc;
+  // The wall clock moved on while the snapshot lay on disk and vm_clock did not: the grid's
+  // RTC side moves on with it (by whole seconds, where every grid has a point), so the timer's
+  // next expiries map to RTC time after the restore and keep setting PF on the same vm_clock
+  // grid. The once-a-second check re-anchors what is left (the sub-second part).
+  const Nanos moved{floor_div((host_clock_.now() - saved_host).count(), kNsPerSecond) *
+                    kNsPerSecond};
+  anchor_rtc_ = anchor_rtc + moved;
+  if (!in_range(anchor_rtc_, kMaxRtcNs)) in.fail("a wall clock that moved out of 1970-2199");
   timer_.arm_periodic(deadline, period);
 }
 

@@ -147,10 +147,21 @@ void I8254Channel::load_state(StateReader& in, Nanos now) {
   *this = c;
 }
 
-void TickDelivery::save_state(StateWriter& out) const {
+void TickDelivery::save_state(StateWriter& out, std::uint64_t due_ticks) const {
   std::lock_guard lock(mu_);
-  out.u64(owed_ticks_);
-  write_delivery_stats(out, stats_);
+  Stats stats = stats_;
+  std::uint64_t owed = owed_ticks_;
+  if (policy_ == LostTickPolicy::kDelay) {
+    owed += due_ticks;
+  } else {
+    stats.ticks_lost += due_ticks;  // what kDiscard's next expiry would have skipped
+  }
+  if (owed > kMaxOwedTicks) {
+    stats.ticks_lost += owed - kMaxOwedTicks;
+    owed = kMaxOwedTicks;
+  }
+  out.u64(owed);
+  write_delivery_stats(out, stats);
   out.u64(carried_merged_ + audit_.edges_merged());
   out.u64(carried_audits_ + audit_.audits());
   out.u64(carried_delivered_ + (train_ ? train_->delivered() : 0));
@@ -192,7 +203,15 @@ void I8254Pit::save_state(StateWriter& out) const {
   out.u64(stats_.period_clamps);
   out.u64(stats_.timer_arms);
   out.u64(stats_.bad_accesses);
-  delivery_.save_state(out);
+  // The IRQ0 timer's grid points at or before now that it has not run (late passes, kDelay
+  // catching up one per pass): the restored timer starts at the first point after now, so
+  // they are handed to the record as owed.
+  std::uint64_t due = 0;
+  const Nanos now = clock_.now();
+  if (timer_period_ > Nanos{0} && expected_deadline_ && *expected_deadline_ <= now) {
+    due = static_cast<std::uint64_t>((now - *expected_deadline_) / timer_period_) + 1;
+  }
+  delivery_.save_state(out, due);
 }
 
 void I8254Pit::load_state(StateReader& in) {

@@ -142,7 +142,10 @@ class TickDelivery {
     std::uint64_t merged = 0, audits = 0, train_delivered = 0;
     bool abandoned = false;
   };
-  void save_state(StateWriter& out) const;
+  // `due_ticks`: periodic ticks whose time has come that the owner's timer has not run yet
+  // (kDelay's late grid points): the record owes them too, since the restored grid starts
+  // after now.
+  void save_state(StateWriter& out, std::uint64_t due_ticks) const;
   static Saved read_state(StateReader& in);
   // After restart() gave the restored program its schedule: takes `saved` over and, if ticks
   // are owed, arms the retry that delivers them. `periodic` must be true if any are owed.
