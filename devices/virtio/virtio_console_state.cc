@@ -43,7 +43,7 @@ void VirtioConsole::load_state(StateReader& in) {
   in.expect_end();
   rx_.assign(rx.begin(), rx.end());
   stats_ = s;
-  drain_rx_locked();  // buffers the driver posted may take it now
+  // Buffers the driver posted take the input when the transport activates the device.
 }
 
 }  // namespace minivmm::devices

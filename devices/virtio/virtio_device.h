@@ -80,8 +80,9 @@ class VirtioDevice {
   // VirtioQueueHost::give_back()), so the ring positions are the whole of the queues' state.
   // Throws StateError if it cannot get there (virtio-blk: requests that do not complete).
   virtual void quiesce() {}
-  // The device's own record, inside its transport's. load_state() runs on a fresh device after
-  // the transport re-activated it (a live driver) or not (none); the default record is empty.
+  // The device's own record, inside its transport's. load_state() runs on a fresh device before
+  // the transport activates it again (a live driver), so a refused record has served nothing;
+  // the default record is empty.
   virtual void save_state(StateWriter& /*out*/) const {}
   virtual void load_state(StateReader& /*in*/) {}
 };

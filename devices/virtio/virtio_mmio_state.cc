@@ -8,7 +8,8 @@
 namespace minivmm::devices {
 namespace {
 
-constexpr std::uint8_t kVersion = 1;
+// 2: the device id follows the version.
+constexpr std::uint8_t kVersion = 2;
 // The device's own record: far more than any of ours needs, and a cap a hostile length field
 // cannot push past.
 constexpr std::size_t kMaxDeviceRecord = 1 << 20;
@@ -34,7 +35,8 @@ void Virtqueue::save_state(StateWriter& out) const {
   for (std::uint64_t e : stats_.errors) out.u64(e);
 }
 
-void Virtqueue::load_state(StateReader& in, const GuestMemory& ram) {
+void Virtqueue::load_state(StateReader& in, const GuestMemory& ram, bool indirect_negotiated,
+                           bool event_idx_negotiated) {
   const std::uint16_t size = in.u16();
   const std::uint64_t desc = in.u64();
   const std::uint64_t avail = in.u64();
@@ -53,7 +55,8 @@ void Virtqueue::load_state(StateReader& in, const GuestMemory& ram) {
   stats.interrupts_suppressed = in.u64();
   for (std::uint64_t& e : stats.errors) e = in.u64();
 
-  if (size > max_size_) in.fail("queue size " + std::to_string(size) + " above its maximum");
+  // A queue that is not live may hold any size a driver wrote (QueueNum takes up to 0xffff
+  // before DRIVER_OK); a live one passed activate()'s checks, which run again below.
   if ((active || broken) && !ready) in.fail("a queue in service that the driver took out");
   if (active && broken) in.fail("a queue both live and broken");
   size_ = size;
@@ -62,6 +65,10 @@ void Virtqueue::load_state(StateReader& in, const GuestMemory& ram) {
   used_ = used;
   ready_ = ready;
   if (active) {
+    // A live queue walks indirect tables and suppresses interrupts as the driver negotiated.
+    if (indirect != indirect_negotiated || event_idx != event_idx_negotiated) {
+      in.fail("a live queue whose ring features differ from the negotiated ones");
+    }
     // The same checks as at DRIVER_OK: size, alignment, the rings inside RAM.
     if (!activate(ram, indirect, event_idx)) in.fail("a live queue whose rings are not valid");
     if (next_avail != next_used) in.fail("a queue with chains in flight");
@@ -86,6 +93,7 @@ void VirtioMmioTransport::save_state(StateWriter& out) const {
     }
   }
   write_version(out, kVersion);
+  out.u32(device_.device_id());
   out.u32(status_);
   out.u32(device_features_sel_);
   out.u32(driver_features_sel_);
@@ -112,6 +120,12 @@ void VirtioMmioTransport::load_state(StateReader& in) {
   {
     std::lock_guard lock(mu_);
     read_version(in, kVersion);
+    // Another device's record could otherwise fit: net and console both have two queues.
+    const std::uint32_t device_id = in.u32();
+    if (device_id != device_.device_id()) {
+      in.fail("a record of virtio device " + std::to_string(device_id) + " (this one is " +
+              std::to_string(device_.device_id()) + ")");
+    }
     const std::uint32_t status = in.u32();
     const std::uint32_t device_sel = in.u32();
     const std::uint32_t driver_sel = in.u32();
@@ -144,8 +158,10 @@ void VirtioMmioTransport::load_state(StateReader& in) {
     driver_features_ = driver_features;
     queue_sel_ = queue_sel;
     interrupt_status_.store(interrupt_status, std::memory_order_release);
+    const bool indirect = (driver_features & kVirtioFIndirectDesc) != 0;
+    const bool event_idx = (driver_features & kVirtioFEventIdx) != 0;
     for (Virtqueue& q : queues_) {
-      q.load_state(in, ram_);
+      q.load_state(in, ram_, indirect, event_idx);
       if (q.active() && !live) in.fail("a live queue on a device that is not");
     }
     for (auto* c : {&notifies_vcpu_, &notifies_eventfd_, &bad_notifies_, &interrupts_,
@@ -157,14 +173,16 @@ void VirtioMmioTransport::load_state(StateReader& in) {
     in.expect_end();
     features = driver_features_;
   }
-  // As at DRIVER_OK, without mu_ (the device may call back).
+  // The device's record before it goes live (without mu_: the device may call back): a record
+  // it refuses must not have served a request first (the disk is not a fresh device's), and
+  // what activation serves counts on top of the loaded counters.
+  StateReader device(device_record, std::string(state_key()) + " device");
+  device_.load_state(device);
+  device.expect_end();
   if (live) {
     live_.store(true, std::memory_order_release);
     device_.activate(*this, features);
   }
-  StateReader device(device_record, std::string(state_key()) + " device");
-  device_.load_state(device);
-  device.expect_end();
 }
 
 }  // namespace minivmm::devices

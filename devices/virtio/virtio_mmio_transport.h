@@ -118,9 +118,10 @@ class VirtioMmioTransport final : public MmioDevice, public StatefulDevice, priv
   // device's own record (VirtioDevice::save_state()). Throws StateError while a chain is in
   // flight (popped, not answered): quiesce() first.
   void save_state(StateWriter& out) const override;
-  // On a fresh transport and device over the same guest RAM. A transport that was live
-  // (DRIVER_OK) activates its device again with the negotiated features before the device
-  // loads its record, so it serves the next request from the saved ring positions.
+  // On a fresh transport and device over the same guest RAM. The record names its device type
+  // (another's is refused). The device loads its record first; then a transport that was live
+  // (DRIVER_OK) activates it again with the negotiated features, so it serves the next request
+  // from the saved ring positions.
   void load_state(StateReader& in) override;
 
  private:

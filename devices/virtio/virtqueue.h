@@ -119,9 +119,11 @@ class Virtqueue {
 
   // The transport's snapshot record of this queue (virtio_mmio_state.cc): configuration, the
   // ring positions (last_avail_idx, next used idx; the event-idx words live in guest RAM) and
-  // the counters. load_state() checks a live queue's rings against `ram` as activate() does.
+  // the counters. load_state() checks a live queue's rings against `ram` as activate() does,
+  // and its ring features against the driver's negotiated INDIRECT_DESC and EVENT_IDX.
   void save_state(StateWriter& out) const;
-  void load_state(StateReader& in, const GuestMemory& ram);
+  void load_state(StateReader& in, const GuestMemory& ram, bool indirect_negotiated,
+                  bool event_idx_negotiated);
 
   const VirtqueueStats& stats() const noexcept { return stats_; }
 
