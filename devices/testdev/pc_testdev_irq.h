@@ -47,7 +47,8 @@ class PcTestdevIrq final : public PortIoDevice {
   bool level(std::size_t line) const;
   PcTestdevIrqStats stats() const;
 
-  // Part of PcTestdev's snapshot record (pc_testdev_state.cc).
+  // Part of PcTestdev's snapshot record (pc_testdev_state.cc), its last: load_state() checks
+  // the record's end before it raises the lines the guest had raised.
   void save_state(StateWriter& out) const;
   void load_state(StateReader& in);
 

@@ -96,6 +96,8 @@ void PcTestdevIrq::load_state(StateReader& in) {
   for (std::uint8_t l : levels) {
     if (l > 1) in.fail("an IRQ level of " + std::to_string(l));
   }
+  // The record's last part: a longer record is refused before any line is driven.
+  in.expect_end();
   stats_ = stats;
   for (std::size_t i = 0; i < kLines; ++i) {
     levels_[i] = levels[i] != 0;
