@@ -1,0 +1,147 @@
+// Freshly made devices whose snapshot records device_state_fuzz loads, and from which
+// make_device_state_seeds saves the seeds: the same construction on both sides, so a seed is
+// a record the fuzz target's device accepts.
+//
+//   target        what is made
+//   kBlk          virtio-blk (inline engine) over a 32 KiB memfd disk, behind a transport
+//   kNet          virtio-net over a FakeNetBackend (no scheduler: every call inline)
+//   kConsole      virtio-console into a counting sink
+//   kFwCfg        fw_cfg with one file ("etc/fuzz", 5 bytes)
+//   kPcTestdev    pc-testdev with all 24 lines wired to fake IRQ lines
+//
+// The virtio devices share 64 KiB of guest RAM (FakeGuestRam), cleared per input by the
+// caller; the records' ring addresses point into it.
+#pragma once
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "devices/bus/byte_sink.h"
+#include "devices/bus/device_state.h"
+#include "devices/host/block_file.h"
+#include "devices/testdev/fw_cfg.h"
+#include "devices/testdev/pc_testdev.h"
+#include "devices/virtio/blk/virtio_blk.h"
+#include "devices/virtio/net/virtio_net.h"
+#include "devices/virtio/virtio_console.h"
+#include "devices/virtio/virtio_mmio_transport.h"
+#include "tests/support/fake_irq_line.h"
+#include "tests/support/fake_net_backend.h"
+#include "tests/support/fake_virtio_driver.h"
+
+namespace minivmm::fuzz {
+
+enum class StateTarget : std::uint8_t { kBlk, kNet, kConsole, kFwCfg, kPcTestdev, kCount };
+
+inline constexpr std::size_t kStateRamBytes = 0x10000;
+inline constexpr std::size_t kStateDiskBytes = 64 * 512;
+
+// One memfd disk per process, refilled with the same pattern per input.
+inline int state_disk_fd() {
+  static const int fd = [] {
+    const int f = ::memfd_create("device-state-fuzz", MFD_CLOEXEC);
+    if (f < 0) {
+      std::perror("memfd_create");
+      std::abort();
+    }
+    return f;
+  }();
+  return fd;
+}
+
+inline void refill_state_disk() {
+  static const std::vector<std::uint8_t> pattern = [] {
+    std::vector<std::uint8_t> d(kStateDiskBytes);
+    for (std::size_t i = 0; i < d.size(); ++i) d[i] = static_cast<std::uint8_t>(i / 512 + 1);
+    return d;
+  }();
+  if (::ftruncate(state_disk_fd(), 0) != 0 ||
+      ::pwrite(state_disk_fd(), pattern.data(), pattern.size(), 0) !=
+          static_cast<ssize_t>(pattern.size())) {
+    std::perror("refilling the disk");
+    std::abort();
+  }
+}
+
+class CountingSink final : public devices::ByteSink {
+ public:
+  void write(std::span<const std::uint8_t> bytes) noexcept override { total += bytes.size(); }
+  std::size_t total = 0;
+};
+
+// One device of `target`, fresh. transport() is null for the board devices.
+class StateRig {
+ public:
+  StateRig(StateTarget target, const testing::FakeGuestRam& ram) : target_(target) {
+    switch (target) {
+      case StateTarget::kBlk:
+        blk_ = std::make_unique<devices::VirtioBlk>(
+            devices::BlockFile::open("/proc/self/fd/" + std::to_string(state_disk_fd()), false),
+            "fuzz", /*use_worker=*/false);
+        transport_ = std::make_unique<devices::VirtioMmioTransport>(*blk_, ram.ram(), irq_);
+        break;
+      case StateTarget::kNet:
+        net_ = std::make_unique<devices::VirtioNet>(backend_, nullptr);
+        transport_ = std::make_unique<devices::VirtioMmioTransport>(*net_, ram.ram(), irq_);
+        break;
+      case StateTarget::kConsole:
+        console_ = std::make_unique<devices::VirtioConsole>(sink_);
+        transport_ = std::make_unique<devices::VirtioMmioTransport>(*console_, ram.ram(), irq_);
+        break;
+      case StateTarget::kFwCfg:
+        fw_cfg_ = std::make_unique<devices::FwCfg>(devices::FwCfgConfig{64ull << 20, 2, 4});
+        fw_cfg_->add_file("etc/fuzz", {1, 2, 3, 4, 5});
+        break;
+      case StateTarget::kPcTestdev:
+      case StateTarget::kCount: {
+        std::array<devices::IrqLine*, devices::PcTestdevIrq::kLines> wires{};
+        for (std::size_t i = 0; i < wires.size(); ++i) wires[i] = &lines_[i];
+        testdev_ = std::make_unique<devices::PcTestdev>(wires, [](std::uint64_t) { return true; });
+        break;
+      }
+    }
+  }
+  StateRig(const StateRig&) = delete;
+  StateRig& operator=(const StateRig&) = delete;
+  ~StateRig() {
+    // A VMM resets its virtio devices before it drops them.
+    if (transport_) {
+      testing::FakeMmioDriver(*transport_).write(devices::VirtioMmioTransport::kStatus, 0);
+    }
+  }
+
+  StateTarget target() const { return target_; }
+  devices::StatefulDevice& device() {
+    if (transport_) return *transport_;
+    if (fw_cfg_) return *fw_cfg_;
+    return *testdev_;
+  }
+  devices::VirtioMmioTransport* transport() { return transport_.get(); }
+  devices::VirtioConsole* console() { return console_.get(); }
+  devices::FwCfg* fw_cfg() { return fw_cfg_.get(); }
+  devices::PcTestdev* testdev() { return testdev_.get(); }
+  testing::FakeNetBackend& backend() { return backend_; }
+
+ private:
+  StateTarget target_;
+  testing::FakeIrqLine irq_;
+  testing::FakeNetBackend backend_;
+  CountingSink sink_;
+  std::array<testing::FakeIrqLine, devices::PcTestdevIrq::kLines> lines_;
+  std::unique_ptr<devices::VirtioBlk> blk_;
+  std::unique_ptr<devices::VirtioNet> net_;
+  std::unique_ptr<devices::VirtioConsole> console_;
+  std::unique_ptr<devices::FwCfg> fw_cfg_;
+  std::unique_ptr<devices::PcTestdev> testdev_;
+  std::unique_ptr<devices::VirtioMmioTransport> transport_;  // last: goes first
+};
+
+}  // namespace minivmm::fuzz
