@@ -26,6 +26,14 @@ inline constexpr unsigned long kKvmSetMsrs = _IOC(_IOC_WRITE, KVMIO, 0x89, kKvmC
 // struct kvm_signal_mask is {u32 len; u8 sigset[]}: 4 bytes to the kernel, 8 to g++ (the same
 // flexible-array wrapper), and the size is part of the ioctl number, so spell it out; the
 // kernel reads the sigset right after len, at offset 4.
+// struct kvm_xsave ends in a flexible array that the uapi header declares with an empty struct
+// beside it, which is 1 byte in C++ (0 in C): sizeof is 4100 here, KVM's ioctl numbers carry
+// 4096, and KVM answers a number it does not know with EINVAL.
+inline constexpr unsigned long kKvmXsaveSize = 4096;
+inline constexpr unsigned long kKvmGetXsave = _IOC(_IOC_READ, KVMIO, 0xa4, kKvmXsaveSize);
+inline constexpr unsigned long kKvmSetXsave = _IOC(_IOC_WRITE, KVMIO, 0xa5, kKvmXsaveSize);
+inline constexpr unsigned long kKvmGetXsave2 = _IOC(_IOC_READ, KVMIO, 0xcf, kKvmXsaveSize);
+inline constexpr unsigned long kKvmGetMsrs = _IOC(_IOC_READ | _IOC_WRITE, KVMIO, 0x88, kKvmCpuid2HeaderSize);
 inline constexpr unsigned long kKvmSignalMaskHeaderSize = 4;
 inline constexpr unsigned long kKvmSetSignalMask =
     _IOC(_IOC_WRITE, KVMIO, 0x8b, kKvmSignalMaskHeaderSize);
