@@ -1,0 +1,103 @@
+// The configuration a snapshot keeps (vmm/snapshot/snapshot_config.h): it reads back as
+// written, a record from a hostile file is refused, and a restore's command line may add the
+// host's business but not contradict what the guest sees.
+#include "vmm/snapshot/snapshot_config.h"
+
+#include <gtest/gtest.h>
+
+#include "devices/bus/device_state.h"
+#include "vmm/cli/net_spec.h"
+
+namespace minivmm::vmm {
+namespace {
+
+Config guest_config() {
+  Config c;
+  c.memory_bytes = 128ull << 20;
+  c.cpus = 4;
+  c.pit_tick = PitTick::kVcpu;
+  c.lost_ticks = devices::LostTickPolicy::kDiscard;
+  c.cpuid_mask = {"avx"};
+  c.virtio_console = true;
+  c.drives = {{"/tmp/a.img", true, DriveAio::kThreads}};
+  std::string why;
+  c.nets = {*parse_net_spec("user,mac=52:54:00:aa:bb:cc", why)};
+  return c;
+}
+
+TEST(SnapshotConfigTest, ReadsBackWhatTheGuestSees) {
+  const auto record = save_machine_config(guest_config(), {1 << 20});
+  const SavedMachine s = load_machine_config(record);
+  EXPECT_EQ(s.config.memory_bytes, 128ull << 20);
+  EXPECT_EQ(s.config.cpus, 4u);
+  EXPECT_EQ(s.config.pit_tick, PitTick::kVcpu);
+  EXPECT_EQ(s.config.lost_ticks, devices::LostTickPolicy::kDiscard);
+  EXPECT_EQ(s.config.cpuid_mask, std::vector<std::string>{"avx"});
+  EXPECT_TRUE(s.config.virtio_console);
+  ASSERT_EQ(s.config.drives.size(), 1u);
+  EXPECT_EQ(s.config.drives[0].path, "/tmp/a.img");
+  EXPECT_TRUE(s.config.drives[0].read_only);
+  EXPECT_EQ(s.drive_sizes, std::vector<std::uint64_t>{1 << 20});
+  ASSERT_EQ(s.config.nets.size(), 1u);
+  EXPECT_EQ(s.config.nets[0].text, "user,mac=52:54:00:aa:bb:cc");
+}
+
+TEST(SnapshotConfigTest, HostileRecordsAreRefused) {
+  auto record = save_machine_config(guest_config(), {1 << 20});
+  EXPECT_THROW(load_machine_config(std::span(record).first(record.size() - 1)),
+               devices::StateError);
+  auto longer = record;
+  longer.push_back(0);
+  EXPECT_THROW(load_machine_config(longer), devices::StateError);
+  auto cpus = record;
+  cpus[8] = 99;  // the vCPU count follows the RAM size
+  EXPECT_THROW(load_machine_config(cpus), devices::StateError);
+  auto pit = record;
+  pit[12] = 7;  // no such PIT
+  EXPECT_THROW(load_machine_config(pit), devices::StateError);
+}
+
+TEST(SnapshotConfigTest, TheHostsBusinessIsTheCommandLines) {
+  const SavedMachine saved = load_machine_config(save_machine_config(guest_config(), {1 << 20}));
+  Config user;
+  user.api_socket = "/tmp/s";
+  user.alarm = timers::AlarmKind::kTimerfd;
+  user.memory_bytes = 64ull << 20;  // the default, not given: the snapshot's wins
+  EXPECT_EQ(merge_restored_config(user, {}, saved, {}), std::nullopt);
+  EXPECT_EQ(user.api_socket, "/tmp/s");
+  EXPECT_EQ(user.alarm, timers::AlarmKind::kTimerfd);
+  EXPECT_EQ(user.memory_bytes, 128ull << 20);
+  EXPECT_EQ(user.cpus, 4u);
+  EXPECT_TRUE(user.virtio_console);
+}
+
+TEST(SnapshotConfigTest, AContradictionIsAUsageErrorNamingTheOption) {
+  const SavedMachine saved = load_machine_config(save_machine_config(guest_config(), {1 << 20}));
+  auto why = [&](auto set) {
+    Config user;
+    GivenOptions given;
+    set(user, given);
+    const auto r = merge_restored_config(user, given, saved, {});
+    return r ? *r : std::string();
+  };
+  EXPECT_NE(why([](Config& c, GivenOptions& g) { c.cpus = 2, g.cpus = true; }).find("--cpus"),
+            std::string::npos);
+  EXPECT_NE(why([](Config& c, GivenOptions& g) { c.pit_tick = PitTick::kLoop, g.pit_tick = true; })
+                .find("--pit-tick vcpu"),
+            std::string::npos);
+  EXPECT_NE(why([](Config&, GivenOptions& g) { g.drives = true; }).find("--restore-drive"),
+            std::string::npos);
+  // Saying the same is not a contradiction.
+  EXPECT_EQ(why([](Config& c, GivenOptions& g) { c.cpus = 4, g.cpus = true; }), "");
+  Config user;
+  const auto bad_index = merge_restored_config(user, {}, saved, {{3, "/tmp/b.img"}});
+  ASSERT_TRUE(bad_index);
+  EXPECT_NE(bad_index->find("--restore-drive"), std::string::npos);
+  Config renamed;
+  EXPECT_EQ(merge_restored_config(renamed, {}, saved, {{0, "/tmp/b.img"}}), std::nullopt);
+  EXPECT_EQ(renamed.drives[0].path, "/tmp/b.img");
+  EXPECT_TRUE(renamed.drives[0].read_only);
+}
+
+}  // namespace
+}  // namespace minivmm::vmm

@@ -1,0 +1,174 @@
+#include "vmm/snapshot/snapshot_config.h"
+
+#include "devices/bus/device_state.h"
+#include "vmm/cli/net_spec.h"
+#include "vmm/machine/board_layout.h"
+#include "vmm/vcpu/cpuid_policy.h"
+
+namespace minivmm::vmm {
+namespace {
+
+using devices::StateReader;
+using devices::StateWriter;
+
+constexpr std::size_t kMaxText = 4096;
+constexpr std::size_t kMaxList = 64;
+
+}  // namespace
+
+std::vector<std::uint8_t> save_machine_config(const Config& c,
+                                              const std::vector<std::uint64_t>& drive_sizes) {
+  StateWriter out;
+  out.u64(c.memory_bytes);
+  out.u32(c.cpus);
+  out.u8(static_cast<std::uint8_t>(c.pit));
+  out.u8(static_cast<std::uint8_t>(c.pit_tick));
+  out.u8(static_cast<std::uint8_t>(c.lost_ticks));
+  out.u8(static_cast<std::uint8_t>(c.cpu));
+  out.u32(static_cast<std::uint32_t>(c.cpuid_mask.size()));
+  for (const std::string& m : c.cpuid_mask) out.text(m);
+  out.boolean(c.virtio_console);
+  out.boolean(c.testdev);
+  out.u32(static_cast<std::uint32_t>(c.drives.size()));
+  for (std::size_t i = 0; i < c.drives.size(); ++i) {
+    out.text(c.drives[i].path);
+    out.boolean(c.drives[i].read_only);
+    out.u8(static_cast<std::uint8_t>(c.drives[i].aio));
+    out.u64(i < drive_sizes.size() ? drive_sizes[i] : 0);
+  }
+  out.u32(static_cast<std::uint32_t>(c.nets.size()));
+  for (const NetSpec& n : c.nets) out.text(n.text);
+  return out.data();
+}
+
+SavedMachine load_machine_config(std::span<const std::uint8_t> record) {
+  StateReader in(record, "config");
+  SavedMachine s;
+  Config& c = s.config;
+  c.memory_bytes = in.u64();
+  c.cpus = in.u32();
+  if (c.cpus < 1 || c.cpus > kMaxVcpus) in.fail(std::to_string(c.cpus) + " vCPUs");
+  const std::uint8_t pit = in.u8(), tick = in.u8(), lost = in.u8(), cpu = in.u8();
+  if (pit > 1 || tick > 2 || lost > 1 || cpu > 1) in.fail("an unknown PIT, tick, policy or CPU");
+  c.pit = static_cast<PitMode>(pit);
+  c.pit_tick = static_cast<PitTick>(tick);
+  c.lost_ticks = static_cast<devices::LostTickPolicy>(lost);
+  c.cpu = static_cast<CpuModel>(cpu);
+  const std::uint32_t masks = in.u32();
+  if (masks > kMaxList) in.fail(std::to_string(masks) + " CPUID masks");
+  for (std::uint32_t i = 0; i < masks; ++i) c.cpuid_mask.push_back(in.text(kMaxText));
+  c.virtio_console = in.boolean();
+  c.testdev = in.boolean();
+  const std::uint32_t drives = in.u32();
+  if (drives > kMaxList) in.fail(std::to_string(drives) + " drives");
+  for (std::uint32_t i = 0; i < drives; ++i) {
+    DriveSpec d;
+    d.path = in.text(kMaxText);
+    d.read_only = in.boolean();
+    const std::uint8_t aio = in.u8();
+    if (aio > 2) in.fail("drive aio " + std::to_string(aio));
+    d.aio = static_cast<DriveAio>(aio);
+    if (d.path.empty()) in.fail("a drive without a path");
+    c.drives.push_back(d);
+    s.drive_sizes.push_back(in.u64());
+  }
+  const std::uint32_t nets = in.u32();
+  if (nets > kMaxList) in.fail(std::to_string(nets) + " NICs");
+  for (std::uint32_t i = 0; i < nets; ++i) {
+    const std::string text = in.text(kMaxText);
+    std::string why;
+    const auto n = parse_net_spec(text, why);
+    if (!n) in.fail("NIC " + std::to_string(i) + ": " + why);
+    c.nets.push_back(*n);
+  }
+  in.expect_end();
+  if (c.virtio_devices() > board::kVirtioGsis.size()) in.fail("too many virtio devices");
+  return s;
+}
+
+std::optional<std::string> merge_restored_config(
+    Config& user, const GivenOptions& given, const SavedMachine& saved,
+    const std::vector<std::pair<std::size_t, std::string>>& restore_drives) {
+  const Config& s = saved.config;
+  auto differs = [](const char* option, const std::string& snapshot) {
+    return std::optional<std::string>(std::string(option) + ": the snapshot's guest has " +
+                                      snapshot + "; leave it out, or say the same");
+  };
+  if (given.memory && user.memory_bytes != s.memory_bytes) {
+    return differs("--memory", std::to_string(s.memory_bytes >> 20) + " MiB");
+  }
+  if (given.cpus && user.cpus != s.cpus) return differs("--cpus", std::to_string(s.cpus) + " vCPUs");
+  if (given.pit && user.pit != s.pit) {
+    return differs("--pit", s.pit == PitMode::kKvm ? "--pit kvm" : "--pit user");
+  }
+  if (given.pit_tick && user.pit_tick != s.pit_tick) {
+    const char* names[] = {"loop", "vcpu", "kernel"};
+    return differs("--pit-tick", std::string("--pit-tick ") +
+                                     names[static_cast<int>(s.pit_tick)]);
+  }
+  if (given.lost_ticks && user.lost_ticks != s.lost_ticks) {
+    return differs("--lost-ticks", s.lost_ticks == devices::LostTickPolicy::kDelay
+                                       ? "--lost-ticks delay"
+                                       : "--lost-ticks discard");
+  }
+  if (given.cpu && user.cpu != s.cpu) {
+    return differs("--cpu", s.cpu == CpuModel::kHost ? "--cpu host" : "--cpu baseline");
+  }
+  if (given.cpuid_mask && user.cpuid_mask != s.cpuid_mask) {
+    return differs("--cpuid-mask", "another CPUID mask");
+  }
+  if (given.console && user.virtio_console != s.virtio_console) {
+    return differs("--console", s.virtio_console ? "--console virtio" : "--console serial");
+  }
+  if (given.testdev && user.testdev != s.testdev) return differs("--testdev", "no --testdev");
+  if (given.drives) {
+    return std::string("--drive: a restored guest has the snapshot's drives; give another ") +
+           "file for one with --restore-drive N=PATH";
+  }
+  const std::vector<NetSpec> user_nets = user.nets;
+  if (given.nets && user_nets.size() != s.nets.size()) {
+    return differs("--net", std::to_string(s.nets.size()) + " NICs");
+  }
+  // Host-side fields stay the user's; everything the guest sees becomes the snapshot's.
+  user.memory_bytes = s.memory_bytes;
+  user.cpus = s.cpus;
+  user.pit = s.pit;
+  user.pit_tick = s.pit_tick;
+  user.lost_ticks = s.lost_ticks;
+  user.cpu = s.cpu;
+  user.cpuid_mask = s.cpuid_mask;
+  user.virtio_console = s.virtio_console;
+  user.testdev = s.testdev;
+  user.drives = s.drives;
+  for (const auto& [index, path] : restore_drives) {
+    if (index >= user.drives.size()) {
+      return std::string("--restore-drive: the snapshot has ") +
+             std::to_string(user.drives.size()) + " drives (0.." +
+             std::to_string(user.drives.empty() ? 0 : user.drives.size() - 1) + "), not " +
+             std::to_string(index);
+    }
+    user.drives[index].path = path;
+  }
+  user.nets = s.nets;
+  if (given.nets) {
+    for (std::size_t i = 0; i < user_nets.size(); ++i) {
+      NetSpec n = user_nets[i];
+      if (n.mac && s.nets[i].mac && *n.mac != *s.nets[i].mac) {
+        return differs("--net", "another MAC on NIC " + std::to_string(i));
+      }
+      if (n.mac && !s.nets[i].mac) return differs("--net", "the default MAC on NIC " + std::to_string(i));
+      n.mac = s.nets[i].mac;
+      user.nets[i] = n;
+    }
+  } else {
+    for (const NetSpec& n : user.nets) {
+      if (n.kind == NetSpec::Kind::kTapFd) {
+        return std::string("--net: the snapshot's NIC was given as '") + n.text +
+               "', a descriptor of that process; give --net again for each NIC";
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace minivmm::vmm
