@@ -18,6 +18,8 @@
 #include "vmm/host/output_file.h"
 #include "vmm/cli/size_parser.h"
 #include "vmm/machine/virtio_mmio_devices.h"
+#include "vmm/snapshot/snapshot_config.h"
+#include "vmm/snapshot/snapshot_file.h"
 #include "vmm/testrun/test_cli.h"
 #include "vmm/vmm_error.h"
 
@@ -93,7 +95,16 @@ int main(int argc, char** argv) {
   CLI::App* run = app.add_subcommand("run", "boot a kernel and run it");
   run->add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
-  run->add_option("--kernel", c.kernel_path, "bzImage or PVH vmlinux to boot")->required();
+  run->add_option("--kernel", c.kernel_path, "bzImage or PVH vmlinux to boot");
+  std::string restore_path;
+  run->add_option("--restore", restore_path,
+                  "start from a snapshot (the control socket's \"snapshot\" command) instead of "
+                  "booting: no --kernel; what the guest sees comes from the snapshot "
+                  "(docs/snapshot.md)");
+  std::vector<std::string> restore_drives;
+  run->add_option("--restore-drive", restore_drives,
+                  "with --restore: N=PATH gives the snapshot's drive N another file of the same "
+                  "size (a clone's own copy); repeatable");
   run->add_option("--initrd", c.initrd_path, "initial ramdisk");
   run->add_option("--cmdline", c.cmdline, "kernel command line");
   run->add_option("--memory", memory, "guest RAM, e.g. 64M, 1G (max 3G)")->capture_default_str();
@@ -206,6 +217,28 @@ int main(int argc, char** argv) {
   minivmm::log::set_level(minivmm::log::level_from_name(log_level));
   if (test->parsed()) return minivmm::testrun::run_test_command(test_options);
 
+  const bool restoring = run->count("--restore") > 0;
+  if (!restoring && run->count("--kernel") == 0) {
+    std::fprintf(stderr, "minivmm: error: --kernel is required (or --restore a snapshot) (see "
+                         "'minivmm run --help')\n");
+    return to_int(ExitCode::kUsage);
+  }
+  if (restoring) {
+    for (const char* o : {"--kernel", "--initrd", "--cmdline"}) {
+      if (run->count(o) > 0) {
+        std::fprintf(stderr, "minivmm: error: %s: a restored guest is not booted (leave it out "
+                             "with --restore)\n", o);
+        return to_int(ExitCode::kUsage);
+      }
+    }
+    if (restore_path.empty()) {
+      std::fprintf(stderr, "minivmm: error: --restore: the path is empty\n");
+      return to_int(ExitCode::kUsage);
+    }
+  } else if (!restore_drives.empty()) {
+    std::fprintf(stderr, "minivmm: error: --restore-drive is for --restore\n");
+    return to_int(ExitCode::kUsage);
+  }
   const auto mem = minivmm::vmm::parse_size(memory);
   if (!mem) {
     std::fprintf(stderr, "minivmm: error: --memory: '%s' is not a size (try 64M or 1G)\n",
@@ -321,6 +354,56 @@ int main(int argc, char** argv) {
     return to_int(ExitCode::kUsage);
   }
 
+  std::optional<minivmm::vmm::SnapshotFile> snapshot;
+  if (restoring) {
+    std::vector<std::pair<std::size_t, std::string>> renamed;
+    for (const std::string& r : restore_drives) {
+      const auto eq = r.find('=');
+      std::size_t index = 0;
+      bool ok = eq != std::string::npos && eq > 0 && eq <= 2 && eq + 1 < r.size();
+      for (std::size_t i = 0; ok && i < eq; ++i) {
+        ok = r[i] >= '0' && r[i] <= '9';
+        index = index * 10 + static_cast<std::size_t>(r[i] - '0');
+      }
+      if (!ok) {
+        std::fprintf(stderr, "minivmm: error: --restore-drive: '%s' is not N=PATH\n", r.c_str());
+        return to_int(ExitCode::kUsage);
+      }
+      renamed.emplace_back(index, r.substr(eq + 1));
+    }
+    minivmm::vmm::GivenOptions given;
+    given.memory = run->count("--memory") > 0;
+    given.cpus = run->count("--cpus") > 0;
+    given.pit = run->count("--pit") > 0;
+    given.pit_tick = run->count("--pit-tick") > 0;
+    given.lost_ticks = run->count("--lost-ticks") > 0;
+    given.cpu = run->count("--cpu") > 0;
+    given.cpuid_mask = run->count("--cpuid-mask") > 0;
+    given.console = run->count("--console") > 0;
+    given.drives = run->count("--drive") > 0;
+    given.nets = run->count("--net") > 0;
+    given.testdev = c.testdev;
+    try {
+      snapshot = minivmm::vmm::SnapshotFile::open(restore_path);
+      const auto saved =
+          minivmm::vmm::load_machine_config(snapshot->meta.section("config").data);
+      if (saved.config.memory_bytes != snapshot->meta.memory_bytes) {
+        throw minivmm::vmm::SnapshotError("the configuration says " +
+                                          std::to_string(saved.config.memory_bytes) +
+                                          " bytes of RAM, the memory section has " +
+                                          std::to_string(snapshot->meta.memory_bytes));
+      }
+      if (const auto why = minivmm::vmm::merge_restored_config(c, given, saved, renamed)) {
+        std::fprintf(stderr, "minivmm: error: %s\n", why->c_str());
+        return to_int(ExitCode::kUsage);
+      }
+    } catch (const std::exception& e) {
+      // SnapshotError (the file) or StateError (its configuration record): one line, exit 4.
+      minivmm::log::error("--restore: {}", e.what());
+      return to_int(ExitCode::kBadKernel);
+    }
+  }
+
   try {
     // The stats file is judged with the other inputs (it is never one of them), opened once
     // they all passed and written whole at the end (vmm/host/output_file.h).
@@ -330,13 +413,15 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "minivmm: error: --stats -: stdout is closed\n");
         return to_int(ExitCode::kUsage);
       }
-      std::vector<minivmm::vmm::InputFile> inputs{{"--kernel", c.kernel_path}};
+      std::vector<minivmm::vmm::InputFile> inputs;
+      if (!restoring) inputs.push_back({"--kernel", c.kernel_path});
+      if (restoring) inputs.push_back({"--restore", restore_path});
       if (!c.initrd_path.empty()) inputs.push_back({"--initrd", c.initrd_path});
       for (const auto& d : c.drives) inputs.push_back({"--drive", d.path});
       if (!c.api_socket.empty()) inputs.push_back({"--api-socket", c.api_socket});
       stats = minivmm::vmm::OutputFile::check("--stats", c.stats_path, inputs);
     }
-    minivmm::vmm::Machine machine(c, [&] { stats.open(); });
+    minivmm::vmm::Machine machine(c, [&] { stats.open(); }, snapshot ? &*snapshot : nullptr);
     const int status = machine.run();
     const auto& report = machine.report();
     if (!c.quiet_summary) std::fputs(report.to_text().c_str(), stderr);

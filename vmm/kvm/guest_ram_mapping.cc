@@ -26,6 +26,23 @@ GuestRamMapping::GuestRamMapping(std::uint64_t bytes) : bytes_(bytes) {
   memory_ = devices::GuestMemory(std::span<std::byte>(static_cast<std::byte*>(base_), bytes));
 }
 
+GuestRamMapping::GuestRamMapping(int fd, std::uint64_t offset, std::uint64_t bytes)
+    : bytes_(bytes), anonymous_(false) {
+  if (bytes == 0 || bytes % 4096 != 0 || bytes > kMaxBytes || offset % 4096 != 0) {
+    throw VmmError(ExitCode::kBadKernel, "guest memory of " + std::to_string(bytes) +
+                                             " bytes at offset " + std::to_string(offset));
+  }
+  // MAP_NORESERVE as for fresh RAM: the pages a clone writes are committed as it writes them.
+  base_ = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_NORESERVE, fd,
+                 static_cast<off_t>(offset));
+  if (base_ == MAP_FAILED) {
+    base_ = nullptr;
+    throw VmmError(ExitCode::kHostFailure, "cannot map the snapshot's " + std::to_string(bytes) +
+                                               " bytes of guest memory: " + std::strerror(errno));
+  }
+  memory_ = devices::GuestMemory(std::span<std::byte>(static_cast<std::byte*>(base_), bytes));
+}
+
 GuestRamMapping::~GuestRamMapping() {
   if (base_) ::munmap(base_, bytes_);
 }

@@ -18,6 +18,11 @@ class GuestRamMapping {
   // MAP_NORESERVE, so untouched guest RAM costs the host nothing. VmmError(kHostFailure) when
   // the host refuses the mapping.
   explicit GuestRamMapping(std::uint64_t bytes);
+  // A restored guest's RAM: `bytes` of `fd` from `offset` (4 KiB aligned), mapped MAP_PRIVATE, so
+  // a page loads from the file when the guest first touches it, and every clone restored from
+  // the same file shares the pages it has not written (copy-on-write). VmmError(kHostFailure)
+  // when the host refuses the mapping.
+  GuestRamMapping(int fd, std::uint64_t offset, std::uint64_t bytes);
   ~GuestRamMapping();
   GuestRamMapping(const GuestRamMapping&) = delete;
   GuestRamMapping& operator=(const GuestRamMapping&) = delete;
@@ -28,10 +33,13 @@ class GuestRamMapping {
   // process's RSS, so that the report can tell the VMM's own memory apart from the guest's.
   // 0 when mincore fails.
   std::uint64_t resident_bytes() const noexcept;
+  // An anonymous mapping: a page the host never backed reads as zeros (a snapshot skips it).
+  bool anonymous() const noexcept { return anonymous_; }
 
  private:
   void* base_ = nullptr;
   std::uint64_t bytes_ = 0;
+  bool anonymous_ = true;
   devices::GuestMemory memory_;
 };
 

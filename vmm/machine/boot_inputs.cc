@@ -44,13 +44,23 @@ LoadedKernel load_kernel_and_initrd(const Config& config, const GuestRamMapping&
   return k;  // the mappings go here: guest RAM holds what the guest needs
 }
 
-std::vector<devices::BlockFile> open_drives(const Config& c) {
+std::vector<devices::BlockFile> open_drives(const Config& c,
+                                            const std::vector<std::uint64_t>& sizes) {
   std::vector<devices::BlockFile> files;
   for (const DriveSpec& d : c.drives) {
     try {
       files.push_back(devices::BlockFile::open(d.path, d.read_only));
     } catch (const devices::BlockFileError& e) {
       throw VmmError(ExitCode::kBadKernel, e.what());
+    }
+    // A restored guest has the disk's size in its memory (virtio-blk's capacity, the page
+    // cache): another size is another disk.
+    const std::size_t i = files.size() - 1;
+    if (i < sizes.size() && files.back().size_bytes() != sizes[i]) {
+      throw VmmError(ExitCode::kBadKernel,
+                     "--restore: drive " + std::to_string(i) + " '" + d.path + "' is " +
+                         std::to_string(files.back().size_bytes()) +
+                         " bytes; the snapshot's was " + std::to_string(sizes[i]));
     }
   }
   return files;
@@ -65,7 +75,12 @@ std::string boot_cmdline(const Config& c) {
   return c.cmdline.empty() ? devices : c.cmdline + " " + devices;
 }
 
-BootInputs::BootInputs(const Config& config)
-    : ram(config.memory_bytes), kernel(load_kernel_and_initrd(config, ram)), drives(open_drives(config)) {}
+BootInputs::BootInputs(const Config& config, const SnapshotFile* restore,
+                       const std::vector<std::uint64_t>& drive_sizes)
+    : ram(restore ? GuestRamMapping(restore->fd.get(), restore->meta.memory_offset,
+                                    restore->meta.memory_bytes)
+                  : GuestRamMapping(config.memory_bytes)),
+      kernel(restore ? LoadedKernel{} : load_kernel_and_initrd(config, ram)),
+      drives(open_drives(config, drive_sizes)) {}
 
 }  // namespace minivmm::vmm

@@ -13,12 +13,17 @@
 #include "vmm/kvm/guest_ram_mapping.h"
 #include "vmm/machine/config.h"
 
+#include "vmm/snapshot/snapshot_file.h"
+
 namespace minivmm::vmm {
 
 struct BootInputs {
   // Throws VmmError: kBadKernel for a bad image or drive file, kUsage for a good kernel that
   // needs more RAM or a shorter command line than the configuration gives.
-  explicit BootInputs(const Config& config);
+  // With `restore`, nothing is loaded: RAM is the snapshot's, mapped copy-on-write, and each
+  // drive must still have the size the snapshot recorded (VmmError kBadKernel otherwise).
+  explicit BootInputs(const Config& config, const SnapshotFile* restore = nullptr,
+                      const std::vector<std::uint64_t>& drive_sizes = {});
 
   GuestRamMapping ram;
   LoadedKernel kernel;

@@ -4,6 +4,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -11,6 +12,7 @@
 
 #include "devices/log/log.h"
 #include "vmm/host/cpu_affinity.h"
+#include "vmm/snapshot/snapshot_config.h"
 #include "vmm/vmm_error.h"
 
 namespace minivmm::vmm {
@@ -38,7 +40,8 @@ bool users_socket_error(int err) {
 
 }  // namespace
 
-Machine::Machine(Config config, std::function<void()> open_outputs) : config_(std::move(config)) {
+Machine::Machine(Config config, std::function<void()> open_outputs, const SnapshotFile* restore)
+    : config_(std::move(config)) {
   step("signals", [&] { block_stop_signals(); });
   step("event loop", [&] {
     loop_ = std::make_unique<MachineLoop>(config_);
@@ -46,7 +49,12 @@ Machine::Machine(Config config, std::function<void()> open_outputs) : config_(st
         *loop_, [this] { request_stop(ExitCode::kOk, "--duration expired"); });
   });
   // User input first: the kernel, initrd and drives, the socket path, the network back-ends.
-  step("boot inputs", [&] { inputs_ = std::make_unique<BootInputs>(config_); });
+  step("boot inputs", [&] {
+    std::vector<std::uint64_t> sizes;
+    if (restore) sizes = load_machine_config(restore->meta.section("config").data).drive_sizes;
+    inputs_ = std::make_unique<BootInputs>(config_, restore, sizes);
+    for (const auto& d : inputs_->drives) drive_sizes_.push_back(d.size_bytes());
+  });
   step("control socket", [&] { bind_control_socket(); });
   step("network", [&] { nets_ = std::make_unique<NetBackends>(config_, *loop_); });
   step("output files", [&] {
@@ -57,6 +65,7 @@ Machine::Machine(Config config, std::function<void()> open_outputs) : config_(st
   step("virtio", [&] { build_virtio(); });
   step("console input", [&] { attach_console_input(); });
   step("vCPUs", [&] { build_vcpus(); });
+  if (restore) step("restore", [&] { restore_from(*restore); });
   step("signals", [&] { start_signal_thread(); });
 }
 
@@ -89,6 +98,9 @@ void Machine::bind_control_socket() {
     resume();
     return true;
   };
+  handlers.snapshot = [this](const std::string& path, bool resume) {
+    return snapshot(path, resume);
+  };
   handlers.quit = [this] { request_stop(ExitCode::kOk, "quit from the control socket"); };
   try {
     control_ = std::make_unique<ControlSocket>(*loop_->loop, loop_->loop_rt_timers,
@@ -102,7 +114,10 @@ void Machine::bind_control_socket() {
   }
 }
 
-void Machine::open_vm() { vm_ = std::make_unique<VmHandles>(config_, inputs_->ram.memory()); }
+void Machine::open_vm() {
+  vm_ = std::make_unique<VmHandles>(config_, inputs_->ram.memory());
+  kvm_caps_ = probe_kvm_state_caps(vm_->kvm);
+}
 
 void Machine::build_board() {
   board_ = std::make_unique<PcBoard>(
@@ -138,6 +153,7 @@ void Machine::build_vcpus() {
       config_, *vm_, k, board_->io(), board_->mmio(),
       [this](ExitCode code, const std::string& why) { request_stop(code, why); });
   if (timers::ThreadTimers* t = board_->pit().vcpu_dynticks()) vcpus_->host_pit_timers(*t);
+  for (const auto& v : vcpus_->all()) vm_->facts.vcpu_fds.push_back(v->fd());
 }
 
 // Before run() starts the vCPU threads, so that they and every later thread inherit the mask.
@@ -183,6 +199,14 @@ void Machine::request_stop_status(int status, const std::string& why) {
 void Machine::pause() {
   if (paused()) return;
   vcpus_->pause();
+  // kvmclock stops with vm_clock: the guest's own clock does not count the pause either. It
+  // goes on from the later of KVM's reading and what a vCPU last saw, so it never goes back.
+  paused_kvmclock_ = read_kvm_clock(vm_->vm.fd());
+  for (const auto& v : vcpus_->all()) {
+    if (const auto seen = guest_kvmclock_ns(v->fd(), inputs_->ram.memory())) {
+      paused_kvmclock_ = std::max(paused_kvmclock_, *seen);
+    }
+  }
   // Before vm_clock stops: an edge the host kernel fired after the stop would be re-armed on
   // resume.
   board_->pit().pause();
@@ -192,6 +216,7 @@ void Machine::pause() {
 
 void Machine::resume() {
   if (!paused()) return;
+  set_kvm_clock(vm_->vm.fd(), paused_kvmclock_);
   loop_->vm_clock.resume();
   board_->pit().resume();
   loop_->dynticks->rearm();
@@ -210,6 +235,8 @@ int Machine::run() {
   }
   run_->start(config_.duration_s);
   enter_sandbox_and_start();
+  // A restored guest was loaded paused (its vCPUs parked before their first KVM_RUN).
+  if (restored_) resume();
   if (!loop_->loop->run()) {
     log::error("main loop failed: {}", std::strerror(errno));
     request_stop(ExitCode::kHostFailure, "main loop failed");

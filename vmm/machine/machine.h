@@ -31,6 +31,8 @@
 #include "vmm/machine/virtio_board.h"
 #include "vmm/machine/vm_handles.h"
 #include "vmm/report/run_report.h"
+#include "vmm/snapshot/kvm_state.h"
+#include "vmm/snapshot/snapshot_file.h"
 
 namespace minivmm::vmm {
 
@@ -39,7 +41,13 @@ class Machine {
   // `open_outputs` runs once every input has been judged (kernel, initrd, socket path,
   // drives), before /dev/kvm is opened: the files the run will write are opened only then.
   // Throws VmmError (with the exit code to use) on any setup failure.
-  explicit Machine(Config config, std::function<void()> open_outputs = nullptr);
+  // With `restore` (an opened, checked snapshot whose configuration `config` already is:
+  // snapshot_config.h), the guest is not booted but brought back: its RAM mapped from the file,
+  // every vCPU, KVM's irqchip and clock and every device loaded, and vm_clock set where it
+  // stood; run() then resumes it. A snapshot that does not fit is VmmError(kBadKernel) before
+  // any guest instruction runs.
+  explicit Machine(Config config, std::function<void()> open_outputs = nullptr,
+                   const SnapshotFile* restore = nullptr);
   ~Machine();
   Machine(const Machine&) = delete;
   Machine& operator=(const Machine&) = delete;
@@ -56,6 +64,11 @@ class Machine {
   void resume();
   bool paused() const noexcept { return loop_->vm_clock.paused(); }
 
+  // Loop thread. The guest paused (in-flight disk requests completed), written to `path`
+  // (snapshot_file.h), then resumed or left paused. Returns what the control socket replies;
+  // throws SnapshotError (the VM is resumed as asked all the same).
+  nlohmann::json snapshot(const std::string& path, bool resume);
+
   const RunReport& report() const noexcept { return report_; }
   RunReport collect_report() const;
 
@@ -69,11 +82,16 @@ class Machine {
   void attach_console_input();
   void build_vcpus();
   void start_signal_thread();
+  // --restore's step, after the vCPUs exist and before the signals: machine_snapshot.cc.
+  void restore_from(const SnapshotFile& snap);
   // run()'s own steps.
   void enter_sandbox_and_start();
   void finish();
 
   void on_signal(int signo);
+  // Every device's record, by section name ("dev:<key>"), and the sections of a snapshot.
+  std::vector<std::pair<std::string, devices::StatefulDevice*>> stateful_devices() const;
+  std::vector<SnapshotSection> save_sections() const;
 
   Config config_;
   std::unique_ptr<MachineLoop> loop_;
@@ -87,6 +105,14 @@ class Machine {
   std::unique_ptr<devices::ConsoleInput> console_input_;
   std::unique_ptr<VcpuSet> vcpus_;
   RunReport report_;
+  // Snapshots: what KVM's vCPU records need (asked before the sandbox), kvmclock as it read
+  // when the guest was paused, the drives' sizes, and whether run() resumes a restored guest.
+  KvmStateCaps kvm_caps_;
+  std::uint64_t paused_kvmclock_ = 0;
+  std::vector<std::uint64_t> drive_sizes_;
+  bool restored_ = false;
+  std::uint64_t ticks_at_start_ = 0;  // a restored guest's ticks before this run (the rate's base)
+  std::uint64_t snapshots_taken_ = 0;
   // Last: its thread calls request_stop(), which reaches the vCPUs and the loop.
   std::unique_ptr<StopSignals> stop_signals_;
 };

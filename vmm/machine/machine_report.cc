@@ -29,8 +29,9 @@ std::string_view pit_tick_name(PitTick t) {
 }
 
 // The guest's ticks as the PIT injected them (the top-level "guest" object; the same figures
-// come again under devices.pit, from the same stats).
-void fill_ticks(RunReport& r, const PitAssembly& pit) {
+// come again under devices.pit, from the same stats). The counts of a restored guest cover its
+// whole life (the snapshot carries them); the rate, this run's: `ticks_at_start` were before.
+void fill_ticks(RunReport& r, const PitAssembly& pit, std::uint64_t ticks_at_start) {
   const devices::I8254Pit* chip = pit.pit();
   if (chip == nullptr) return;
   const auto s = chip->stats();
@@ -39,7 +40,9 @@ void fill_ticks(RunReport& r, const PitAssembly& pit) {
   r.ticks_late = s.ticks_late;
   r.ticks_coalesced = s.ticks_coalesced;
   r.ticks_merged = s.ticks_merged;
-  if (r.vm_seconds > 0) r.guest_hz_measured = static_cast<double>(s.ticks_injected) / r.vm_seconds;
+  if (r.vm_seconds > 0) {
+    r.guest_hz_measured = static_cast<double>(s.ticks_injected - ticks_at_start) / r.vm_seconds;
+  }
 }
 
 void fill_loop(RunReport& r, const MachineLoop& l) {
@@ -160,7 +163,7 @@ RunReport Machine::collect_report() const {
   r.vm_seconds = seconds(loop_->vm_clock.from_monotonic(now) - run_->start_vm());
   r.paused_seconds = r.wall_seconds - r.vm_seconds;
   r.timer_slack_ns = config_.timer_slack_ns;
-  fill_ticks(r, board_->pit());
+  fill_ticks(r, board_->pit(), ticks_at_start_);
   fill_loop(r, *loop_);
   fill_host(r, inputs_->ram);
   fill_vcpus(r, *vcpus_, run_->loop_tid());

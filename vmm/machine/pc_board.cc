@@ -184,4 +184,20 @@ void PcBoard::report(nlohmann::json& devices) const {
   JsonReportWriter::add_device(devices, mmio_);
 }
 
+std::vector<devices::StatefulDevice*> PcBoard::stateful() const {
+  std::vector<devices::StatefulDevice*> out;
+  auto add = [&out](const void* p, devices::StatefulDevice* d) {
+    if (p && d) out.push_back(d);
+  };
+  for (const Mounted& m : mounted_) {
+    if (!m.owned) continue;  // the PIT, borrowed: below
+    add(m.owned.get(), dynamic_cast<devices::StatefulDevice*>(m.owned.get()));
+  }
+  if (pit_) {
+    add(pit_->pit(), dynamic_cast<devices::StatefulDevice*>(pit_->pit()));
+    add(pit_->speaker(), dynamic_cast<devices::StatefulDevice*>(pit_->speaker()));
+  }
+  return out;
+}
+
 }  // namespace minivmm::vmm

@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "devices/bus/device_state.h"
 #include "devices/bus/io_bus.h"
 #include "devices/bus/mmio_bus.h"
 #include "devices/bus/report_writer.h"
@@ -111,6 +112,10 @@ class PcBoard {
   // Every device's counters under its report key in the report's "devices" object, and what
   // nothing on the buses decoded.
   void report(nlohmann::json& devices) const;
+
+  // Every device that keeps state for a snapshot (devices/bus/device_state.h), in slot order;
+  // with --pit kvm the PIT is KVM's (its state is the VM's, vmm/snapshot/kvm_state.h).
+  std::vector<devices::StatefulDevice*> stateful() const;
 
   // The slots' makers hand these back (COM1 and the PIT are the machine's business too).
   void set_uart(devices::Uart16550& uart) noexcept { uart_ = &uart; }

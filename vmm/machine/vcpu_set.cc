@@ -30,6 +30,7 @@ VcpuSet::VcpuSet(const Config& config, VmHandles& vm, const LoadedKernel& kernel
     throw VmmError(ExitCode::kUsage, e.what());
   }
   check_vcpu_count(vm.kvm, config.cpus);
+  cpuid_ = cpuid;
   for (std::uint32_t i = 0; i < config.cpus; ++i) {
     auto vcpu = std::make_unique<Vcpu>(vm.vm, static_cast<int>(i), io, on_stop);
     std::vector<kvm_cpuid_entry2> own;

@@ -36,10 +36,14 @@ class VcpuSet {
   void join();
 
   std::size_t size() const noexcept { return vcpus_.size(); }
+  // The CPUID policy's entries (before each vCPU's own APIC id and topology): a snapshot keeps
+  // them, a restore compares them.
+  const std::vector<kvm_cpuid_entry2>& cpuid() const noexcept { return cpuid_; }
   const std::vector<std::unique_ptr<Vcpu>>& all() const noexcept { return vcpus_; }
 
  private:
   std::vector<std::unique_ptr<Vcpu>> vcpus_;
+  std::vector<kvm_cpuid_entry2> cpuid_;
 };
 
 }  // namespace minivmm::vmm

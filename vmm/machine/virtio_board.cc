@@ -80,4 +80,13 @@ void VirtioBoard::report(nlohmann::json& devices) const {
   if (devices_) devices_->report(devices);
 }
 
+std::vector<std::pair<std::string, devices::StatefulDevice*>> VirtioBoard::stateful() const {
+  if (!devices_) return {};
+  return devices_->stateful();
+}
+
+void VirtioBoard::quiesce() {
+  if (devices_) devices_->quiesce();
+}
+
 }  // namespace minivmm::vmm

@@ -43,6 +43,11 @@ class VirtioBoard {
 
   // Output a capped transmit turn left for a bottom half the stopped loop will not run.
   void flush_console() noexcept;
+  // Snapshots: every device's transport (which saves its device with it) under its report key
+  // ("virtio_blk0"), and the wait until no request is in flight (throws StateError past its
+  // bound).
+  std::vector<std::pair<std::string, devices::StatefulDevice*>> stateful() const;
+  void quiesce();
   void report(nlohmann::json& devices) const;
 
  private:

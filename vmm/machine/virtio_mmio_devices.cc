@@ -48,6 +48,8 @@ devices::VirtioMmioTransport& VirtioMmioDevices::add(
   slot->irq = std::make_unique<KvmIrqLine>(vm_, slot->gsi);
   slot->transport =
       std::make_unique<devices::VirtioMmioTransport>(*slot->device, ram_, *slot->irq);
+  // A snapshot's section for it: "dev:virtio_blk0", as the report names it.
+  slot->transport->set_state_key("virtio_" + slot->label);
   bus_.attach(slot->base, devices::VirtioMmioTransport::kWindowSize, *slot->transport);
   register_notify(*slot);
   if (const int fd = slot->device->completion_fd(); fd >= 0) {
@@ -115,6 +117,16 @@ void VirtioMmioDevices::report(nlohmann::json& devices) const {
     w.count("gsi", slot->gsi);
     w.count("eventfd_reads", slot->eventfd_reads);
   }
+}
+
+std::vector<std::pair<std::string, devices::StatefulDevice*>> VirtioMmioDevices::stateful() const {
+  std::vector<std::pair<std::string, devices::StatefulDevice*>> out;
+  for (const auto& s : slots_) out.emplace_back(std::string(s->transport->state_key()), s->transport.get());
+  return out;
+}
+
+void VirtioMmioDevices::quiesce() {
+  for (const auto& s : slots_) s->transport->quiesce();
 }
 
 }  // namespace minivmm::vmm

@@ -59,6 +59,9 @@ class VirtioMmioDevices {
   // Every device's counters under "virtio_<label>": its transport's, its own, and its
   // window, GSI and eventfd reads.
   void report(nlohmann::json& devices) const;
+  // Snapshots: each transport under "virtio_<label>", and every device's quiesce().
+  std::vector<std::pair<std::string, devices::StatefulDevice*>> stateful() const;
+  void quiesce();
 
  private:
   // Device i's register window: the one formula add() and cmdline_for() share.

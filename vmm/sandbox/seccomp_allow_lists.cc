@@ -6,6 +6,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "vmm/kvm/kvm.h"
+
 namespace minivmm::vmm {
 namespace {
 
@@ -84,6 +86,24 @@ void allow_network(SyscallAllowList& l, const SeccompFacts& facts) {
   l.allow_fcntl(F_SETFL);
 }
 
+// {"cmd":"snapshot"} (vmm/machine/machine_snapshot.cc), on the loop thread with the vCPUs
+// parked: each vCPU's registers, FPU, MSRs, LAPIC and events, the irqchip and KVM's PIT read
+// (kvmclock is above), and the file written beside its name (openat, rename: the loop's list
+// already has them), sized with a hole for every page never written.
+void allow_snapshot(SyscallAllowList& l, const SeccompFacts& facts) {
+  for (const int fd : facts.vcpu_fds) {
+    for (const unsigned long req :
+         {KVM_GET_MP_STATE, KVM_GET_REGS, KVM_GET_SREGS, kKvmGetXsave, kKvmGetXsave2,
+          KVM_GET_FPU, KVM_GET_XCRS, KVM_GET_DEBUGREGS, KVM_GET_LAPIC, KVM_GET_VCPU_EVENTS,
+          kKvmGetMsrs}) {
+      l.allow_ioctl(fd, req);
+    }
+  }
+  l.allow_ioctl(facts.vm_fd, KVM_GET_IRQCHIP);
+  l.allow_ioctl(facts.vm_fd, KVM_GET_PIT2);
+  l.allow({SYS_ftruncate, SYS_pwrite64});
+}
+
 }  // namespace
 
 SyscallAllowList loop_allow_list(const SeccompFacts& facts) {
@@ -115,7 +135,12 @@ SyscallAllowList loop_allow_list(const SeccompFacts& facts) {
              SYS_geteuid});
     l.allow_fcntl(F_GETFL);
     l.allow_fcntl(F_SETFL);
+    allow_snapshot(l, facts);
   }
+  // A pause stops kvmclock with vm_clock (read as the vCPUs park, set back on resume), and a
+  // restored guest is resumed so once the loop runs.
+  l.allow_ioctl(facts.vm_fd, KVM_GET_CLOCK);
+  l.allow_ioctl(facts.vm_fd, KVM_SET_CLOCK);
   allow_irq_line(l, facts);
   allow_pulse_train(l, facts);
   if (facts.pit_tick_host_kernel) l.allow(SYS_io_destroy);  // the train's AIO context, at teardown

@@ -6,6 +6,8 @@
 // Threads: pure functions; call from anywhere.
 #pragma once
 
+#include <vector>
+
 #include "vmm/sandbox/seccomp_mode.h"
 #include "vmm/sandbox/syscall_allow_list.h"
 
@@ -21,7 +23,8 @@ struct SeccompFacts {
   bool poll_ppoll = false;         // --poll ppoll or auto
   bool poll_epoll = false;         // --poll epoll, timerfd-epoll or auto
   bool poll_timerfd = false;       // --poll timerfd-epoll or auto: the wait's timeout in a timerfd
-  bool control_socket = false;     // --api-socket
+  bool control_socket = false;     // --api-socket (and with it snapshots)
+  std::vector<int> vcpu_fds;       // a snapshot reads each vCPU's state from the loop thread
   bool blk_uring = false;          // a virtio-blk disk on io_uring (set when one was created)
   bool net_tap = false;            // --net tap=, tap-fd=: a TAP descriptor on the loop
   bool net_user = false;           // --net user: libslirp's sockets on the loop
