@@ -77,6 +77,7 @@ void start_lapic(uint32_t hz);
 /* LINT0 in ExtINT mode, for the timers whose ticks come through the 8259. */
 void lapic_virtual_wire(void);
 void start_rtc(uint32_t hz);
+void rtc_show(void);
 
 /* ----------------------------------------------------------- timing.c --- */
 

@@ -7,6 +7,9 @@
 
 /* Linked at 1 MiB and not relocatable (boot.rst: code32_start / pref_address). */
 #define KERNEL_BASE         0x100000
+#define FILL_BASE           0x1000000  /* fill=N: from 16 MiB up (needs --memory >= 16 + N MiB) */
+#define FILL_MAX_MIB        512
+#define FILL_PATTERN        0x5a5aa5a5f00dcafeull
 /* boot.rst "64-bit boot protocol": the 64-bit entry is the load address + 0x200. */
 #define ENTRY64_OFFSET      0x200
 

@@ -28,3 +28,45 @@ void start_rtc(uint32_t hz)
     outb(RTC_INDEX, RTC_REG_C);
     (void)inb(RTC_DATA);
 }
+
+/* rtc=show: the CMOS clock's time of day as "rtc: HH:MM:SS" (24-hour, whatever register B's
+ * formats). Read between updates: wait while update-in-progress (register A bit 7) is set, and
+ * read again if the seconds moved meanwhile. */
+static uint8_t cmos(uint8_t reg)
+{
+    outb(RTC_INDEX, reg);
+    return inb(RTC_DATA);
+}
+
+static uint8_t rtc_field(uint8_t raw, int bcd)
+{
+    return bcd ? (uint8_t)((raw >> 4) * 10 + (raw & 0x0f)) : raw;
+}
+
+void rtc_show(void)
+{
+    uint8_t s, m, h;
+    do {
+        while (cmos(RTC_REG_A) & 0x80)
+            ;
+        s = cmos(0x00);
+        m = cmos(0x02);
+        h = cmos(0x04);
+    } while (s != cmos(0x00));
+    const uint8_t b = cmos(RTC_REG_B);
+    const int bcd = !(b & 0x04);
+    const int pm = !(b & 0x02) && (h & 0x80);       /* 12-hour mode's PM flag */
+    uint8_t hour = rtc_field(h & 0x7f, bcd);
+    if (!(b & 0x02))
+        hour = (uint8_t)(hour % 12 + (pm ? 12 : 0));
+    const uint8_t parts[3] = {hour, rtc_field(m, bcd), rtc_field(s, bcd)};
+    puts("rtc: ");
+    for (int i = 0; i < 3; i++) {
+        if (parts[i] < 10)
+            puts("0");
+        put_dec(parts[i]);
+        if (i < 2)
+            puts(":");
+    }
+    puts("\n");
+}

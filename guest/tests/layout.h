@@ -33,6 +33,7 @@
 #define TRAMP_COUNT 0x3f00   /* u16: APs that checked in */
 #define TRAMP_TABLE 0x3f10   /* u8[TRAMP_SLOTS]: their initial APIC ids, 0xff = empty */
 #define TRAMP_SLOTS 64
+#define TRAMP_ROUNDS 0x3e00  /* u16[TRAMP_SLOTS]: NMIs each AP took (smp.c rounds=N) */
 
 /* Exit values written to DEBUG_EXIT_PORT (QEMU / minivmm status in brackets). */
 #define EXIT_PASS 0x00     /* (1) */

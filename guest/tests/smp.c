@@ -9,15 +9,22 @@
  *   start=each    INIT/SIPI/SIPI to APIC ids 0..N-1 except the BSP's (default)
  *   start=all     the same IPIs broadcast to all-excluding-self
  *   timeout=MS    how long to wait for the APs (default 5000; only a failing run waits it out)
+ *   rounds=N      then N rounds, 20 ms apart: the BSP sends each AP an NMI and waits until every
+ *                 AP has counted it (smp_trampoline.S), printing "smp: round R" every 50th, then
+ *                 "smp: N APs answered R rounds". A guest snapshotted and restored mid-way shows
+ *                 that every vCPU carried on.
  */
 #include "lib.h"
 
-extern const uint8_t tramp_start[], tramp_end[];
+extern const uint8_t tramp_start[], tramp_end[], tramp_nmi[];
 
 #define ICR_INIT 0x00004500    /* delivery mode INIT, level assert */
 #define ICR_STARTUP 0x00004600 /* delivery mode start-up, vector in bits 7:0 */
 #define ICR_ALL_BUT_SELF 0x000c0000
 #define ICR_PENDING 0x00001000
+#define ICR_NMI 0x00004400     /* delivery mode NMI, level assert */
+
+static volatile uint16_t *const ap_rounds = (volatile uint16_t *)TRAMP_ROUNDS;
 
 static volatile uint16_t *const ap_count = (volatile uint16_t *)TRAMP_COUNT;
 static volatile uint8_t *const ap_table = (volatile uint8_t *)TRAMP_TABLE;
@@ -59,8 +66,13 @@ int guest_main(uint32_t magic, const struct mb_info *mbi)
         return EXIT_BAD_ARGS;
     }
     bool bad = false;
-    uint64_t cpus = 0, timeout_ms = 5000;
+    uint64_t cpus = 0, timeout_ms = 5000, rounds = 0;
     const bool have_cpus = cmdline_number(cl, "cpus", false, &cpus, &bad);
+    cmdline_number(cl, "rounds", false, &rounds, &bad);
+    if (rounds > 60000) {
+        put_str("error: rounds=0..60000\n");
+        bad = true;
+    }
     cmdline_number(cl, "timeout", false, &timeout_ms, &bad);
     const char *start = cmdline_word(cl, "start");
     const bool broadcast = start && word_is(start, "all");
@@ -102,8 +114,15 @@ int guest_main(uint32_t magic, const struct mb_info *mbi)
 
     memcpy((void *)TRAMP_ADDR, tramp_start, (size_t)(tramp_end - tramp_start));
     *ap_count = 0;
-    for (int i = 0; i < TRAMP_SLOTS; i++)
+    for (int i = 0; i < TRAMP_SLOTS; i++) {
         ap_table[i] = 0xff;
+        ap_rounds[i] = 0;
+    }
+    /* The real-mode IVT's NMI vector (physical 8: offset, then segment) -> tramp_nmi's copy.
+     * Through asm: GCC takes a store to a constant address this low for a null dereference. */
+    const uint32_t nmi_vector = ((uint32_t)(TRAMP_ADDR >> 4) << 16) |
+                                (uint32_t)(tramp_nmi - tramp_start);
+    __asm__ volatile("movl %0, 8" : : "r"(nmi_vector) : "memory");
 
     const uint32_t aps = (uint32_t)cpus - 1;
     if (broadcast) {
@@ -173,6 +192,42 @@ int guest_main(uint32_t magic, const struct mb_info *mbi)
     if (failures) {
         put_str("smp: FAIL\n");
         return EXIT_FAIL;
+    }
+    for (uint32_t r = 1; r <= rounds; r++) {
+        for (uint32_t i = 0; i < n; i++) {
+            if (!send_ipi(ids[i], ICR_NMI))
+                return EXIT_FAIL;
+        }
+        deadline_start_ms(2000);
+        for (;;) {
+            uint32_t behind = 0;
+            for (uint32_t i = 0; i < n; i++)
+                behind += ap_rounds[i] != (uint16_t)r;
+            if (!behind)
+                break;
+            if (deadline_passed()) {
+                put_str("smp: FAIL ");
+                put_dec(behind);
+                put_str(" APs did not answer round ");
+                put_dec(r);
+                put_str("\n");
+                return EXIT_FAIL;
+            }
+            cpu_relax();
+        }
+        if (r % 50 == 0) {
+            put_str("smp: round ");
+            put_dec(r);
+            put_str("\n");
+        }
+        delay_ms(20);
+    }
+    if (rounds) {
+        put_str("smp: ");
+        put_dec(n);
+        put_str(" APs answered ");
+        put_dec((uint32_t)rounds);
+        put_str(" rounds\n");
     }
     put_str("smp: PASS\n");
     return EXIT_PASS;
