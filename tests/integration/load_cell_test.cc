@@ -34,25 +34,6 @@ constexpr int kCellTicks = 1000;
 constexpr double kCellMaxElapsedS = (kCellTicks - 1) / double(kCellHz) * 1.25;
 constexpr double kCellMaxGapS = 2.5;
 
-struct Stamps {
-  unsigned long long ticks = 0, elapsed_us = 0, gap_min_us = 0, gap_max_us = 0, bunched = 0,
-                     run = 0;
-};
-
-std::optional<Stamps> parse_stamps(const std::string& console) {
-  const auto at = console.find("stamps: ");
-  if (at == std::string::npos) return std::nullopt;
-  Stamps s;
-  if (std::sscanf(console.c_str() + at,
-                  "stamps: ticks=%llu elapsed_us=%llu gap_min_us=%llu gap_max_us=%llu "
-                  "bunched=%llu run=%llu",
-                  &s.ticks, &s.elapsed_us, &s.gap_min_us, &s.gap_max_us, &s.bunched,
-                  &s.run) != 6) {
-    return std::nullopt;
-  }
-  return s;
-}
-
 // A busy loop at nice 0, bounded by its own alarm.
 pid_t start_hog() {
   const pid_t pid = fork();

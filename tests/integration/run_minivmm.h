@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
@@ -80,6 +81,26 @@ inline std::uint64_t vcpu_catch_ups(const nlohmann::json& stats) {
   const auto ran = vt["timers_run"].get<std::uint64_t>();
   const auto injected = stats["guest"]["ticks_injected"].get<std::uint64_t>();
   return vt["clamped_deadlines"].get<std::uint64_t>() + (ran > injected ? ran - injected : 0);
+}
+
+// The bundled guest's `stamps` line (guest/README.md): its ticks timed with kvmclock.
+struct Stamps {
+  unsigned long long ticks = 0, elapsed_us = 0, gap_min_us = 0, gap_max_us = 0, bunched = 0,
+                     run = 0;
+};
+
+inline std::optional<Stamps> parse_stamps(const std::string& console) {
+  const auto at = console.find("stamps: ");
+  if (at == std::string::npos) return std::nullopt;
+  Stamps s;
+  if (std::sscanf(console.c_str() + at,
+                  "stamps: ticks=%llu elapsed_us=%llu gap_min_us=%llu gap_max_us=%llu "
+                  "bunched=%llu run=%llu",
+                  &s.ticks, &s.elapsed_us, &s.gap_min_us, &s.gap_max_us, &s.bunched,
+                  &s.run) != 6) {
+    return std::nullopt;
+  }
+  return s;
 }
 
 inline int line_count(const std::string& s) {

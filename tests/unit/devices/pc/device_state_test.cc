@@ -20,6 +20,7 @@
 #include "devices/pc/uart_16550.h"
 #include "tests/support/fake_clock.h"
 #include "tests/support/fake_irq_line.h"
+#include "tests/support/fake_pulse_train.h"
 #include "tests/support/time_driver.h"
 #include "tests/support/vector_sink.h"
 #include "timers/timer_list.h"
@@ -303,6 +304,37 @@ TEST(PitStateTest, RoundTripContinuesIrq0OnTheSameGridWithOwedTicks) {
     EXPECT_EQ(b.list.next_deadline(), da);
     mt::advance(clock, {&a.list, &b.list}, *da - clock.now());
   }
+}
+
+// With a pulse train running the periodic program, the PIT's own IRQ0 timer is not armed and
+// every edge is the train's: a snapshot owes the guest nothing, and the restored program goes
+// back to a train (the grid points the record counts owed are only the timer's late ones).
+TEST(PitStateTest, ATrainsDeliveredEdgesAreNotOwed) {
+  mt::FakeClock clock;
+  timers::TimerList list(timers::ClockType::kVm, clock);
+  mt::FakeIrqLine irq0;
+  mt::FakePulseTrain train;
+  train.clock = &clock;
+  I8254Pit pit(list, irq0, LostTickPolicy::kDelay, &train);
+  out8(pit, 3, 0x34);  // counter 0, word, mode 2
+  out8(pit, 0, 1193 & 0xff);
+  out8(pit, 0, 1193 >> 8);
+  ASSERT_EQ(train.starts.size(), 1u);
+  for (int i = 0; i < 300; ++i) {
+    clock.advance(1ms);
+    train.pulse_new_edges(irq0);
+    list.run_expired(clock.now());
+  }
+  const auto record = save(pit);
+  mt::FakePulseTrain train2;
+  train2.clock = &clock;
+  timers::TimerList list2(timers::ClockType::kVm, clock);
+  mt::FakeIrqLine irq2;
+  I8254Pit restored(list2, irq2, LostTickPolicy::kDelay, &train2);
+  load(restored, record);
+  EXPECT_EQ(restored.stats().ticks_owed, 0u);
+  ASSERT_EQ(train2.starts.size(), 1u) << "the restored program goes back to a train";
+  EXPECT_EQ(train2.starts[0].period, pit_cycle_duration(1193));
 }
 
 TEST(PitStateTest, HostileRecordsAreRefused) {

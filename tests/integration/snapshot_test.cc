@@ -1,0 +1,249 @@
+// Snapshot and restore end to end (issue 23, docs/snapshot.md): a guest frozen to a file through
+// the control socket, its VMM killed, and the guest brought back by `minivmm run --restore` in
+// a new process. Time is the subject: the guest counts its own ticks and times them with
+// kvmclock (`stamps`), so a tick lost, doubled or bunched across the restore shows in its own
+// report, compared with the same guest run side by side without a snapshot.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "control_client.h"
+#include "run_minivmm.h"
+
+namespace minivmm::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string snap_path(const std::string& what) {
+  return "/tmp/minivmm-snap-" + std::to_string(getpid()) + "-" + what;
+}
+
+// Takes a snapshot of a running child at the console line `when`, leaves the guest paused
+// (resume false, so nothing runs after the instant written), then kills the VMM as a crash
+// would: the restore may use nothing but the file.
+void snapshot_then_kill(Child& child, const std::string& sock, const std::string& when,
+                        const std::string& file) {
+  ControlClient client(sock);
+  ASSERT_TRUE(client.connected());
+  ASSERT_TRUE(wait_for_console(child, when, 60)) << slurp(child.err_path);
+  const auto r = client.call_line(R"({"cmd":"snapshot","path":")" + file + R"(","resume":false})");
+  ASSERT_TRUE(r.value("ok", false)) << r.dump();
+  EXPECT_EQ(r["state"], "paused");
+  EXPECT_GT(r["file_bytes"].get<std::uint64_t>(), 0u);
+  ::kill(child.pid, SIGKILL);
+  finish_minivmm(child);
+}
+
+struct TickCase {
+  std::string name;
+  std::vector<std::string> args;  // the PIT and its tick delivery
+};
+
+class BootSnapshotTickTest : public ::testing::TestWithParam<TickCase> {};
+
+// The bundled guest at 250 Hz, snapshotted near tick 500 and restored: it reaches tick 2500
+// and ends with its success status, with no tick lost and its gaps (timed by the guest) within
+// those of the same guest run without a snapshot beside it.
+TEST_P(BootSnapshotTickTest, RestoredGuestReachesItsLastTickExact) {
+  SKIP_WITHOUT_KVM();
+  const TickCase& tc = GetParam();
+  const std::string sock = snap_path(tc.name + ".sock"), file = snap_path(tc.name + ".snap");
+  std::vector<std::string> args = {"run", "--kernel", guest_image(), "--cmdline",
+                                   "timer=pit hz=250 ticks=2500 stamps", "--no-console-input"};
+  args.insert(args.end(), tc.args.begin(), tc.args.end());
+  Child normal = start_minivmm(args);
+  std::vector<std::string> snap_args = args;
+  snap_args.insert(snap_args.end(), {"--api-socket", sock});
+  Child child = start_minivmm(snap_args);
+  snapshot_then_kill(child, sock, "tick 500", file);
+
+  const RunResult restored = run_minivmm({"run", "--restore", file, "--no-console-input"});
+  const RunResult plain = finish_minivmm(normal);
+  ::unlink(file.c_str());
+  ASSERT_EQ(plain.exit_code, kGuestSuccess) << plain.err;
+  ASSERT_EQ(restored.exit_code, kGuestSuccess) << restored.err << restored.out;
+  EXPECT_TRUE(has(restored.out, "done 2500")) << restored.out;
+  EXPECT_FALSE(has(restored.out, "tick 500\n")) << "the restored guest started over";
+  EXPECT_TRUE(has(restored.out, "tick 750")) << restored.out;
+  ASSERT_TRUE(restored.stats.has_value());
+  const auto& guest = (*restored.stats)["guest"];
+  if (guest.contains("ticks_lost") && guest["ticks_lost"].is_number()) {
+    EXPECT_EQ(guest["ticks_lost"].get<std::uint64_t>(), 0u) << guest.dump();
+  }
+  const auto s = parse_stamps(restored.out), n = parse_stamps(plain.out);
+  ASSERT_TRUE(s && n) << restored.out << plain.out;
+  EXPECT_EQ(s->ticks, 2500u);
+  // A restore that replayed the time on disk would show one long gap or a burst after it; one
+  // that lost kvmclock's place, a gap of the whole run. The bounds are the normal run's, with
+  // a period of slack for this noisy host.
+  const unsigned long long period_us = 4000;
+  EXPECT_LE(s->gap_max_us, std::max(n->gap_max_us, period_us) + period_us)
+      << "restored: " << restored.out << "\nnormal: " << plain.out;
+  EXPECT_GE(s->gap_min_us + period_us, std::min(n->gap_min_us, period_us))
+      << restored.out;
+  EXPECT_LE(s->bunched, n->bunched + 2) << restored.out << "\nnormal: " << plain.out;
+  // 2499 periods from the first tick to the last, as the normal run.
+  EXPECT_NEAR(double(s->elapsed_us), double(n->elapsed_us), 0.1 * double(n->elapsed_us));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Modes, BootSnapshotTickTest,
+    ::testing::Values(TickCase{"kernel", {"--pit-tick", "kernel"}},
+                      TickCase{"vcpu", {"--pit-tick", "vcpu"}},
+                      TickCase{"loop", {"--pit-tick", "loop"}},
+                      TickCase{"kvm_pit", {"--pit", "kvm"}}),
+    [](const ::testing::TestParamInfo<TickCase>& p) { return p.param.name; });
+
+std::string test_guest(const std::string& name) {
+  return std::string(MINIVMM_TEST_GUEST_DIR) + "/minivmm-test-" + name + ".elf";
+}
+
+// Four vCPUs: the BSP sends each AP an NMI per round and waits for all three to count it. A
+// restore that lost an AP's state (its real-mode IVT entry, its halt, its LAPIC) hangs a round.
+TEST(BootSnapshotTest, SmpGuestCarriesOnOnEveryVcpu) {
+  SKIP_WITHOUT_KVM();
+  const std::string sock = snap_path("smp.sock"), file = snap_path("smp.snap");
+  Child child = start_minivmm({"run", "--kernel", test_guest("smp"), "--cmdline",
+                               "cpus=4 rounds=200", "--cpus", "4", "--no-console-input",
+                               "--api-socket", sock});
+  snapshot_then_kill(child, sock, "smp: round 50", file);
+  const RunResult r = run_minivmm({"run", "--restore", file, "--no-console-input"}, true, 120);
+  ::unlink(file.c_str());
+  EXPECT_EQ(r.exit_code, kGuestSuccess) << r.err << r.out;
+  EXPECT_TRUE(has(r.out, "smp: round 200")) << r.out;
+  EXPECT_TRUE(has(r.out, "smp: 3 APs answered 200 rounds")) << r.out;
+}
+
+// A disk guest snapshotted after its checksum reads and writes the disk again after the
+// restore, on a copy given with --restore-drive, as a clone would be.
+TEST(BootSnapshotTest, VirtioBlkGuestStillUsesItsDiskAfterRestore) {
+  SKIP_WITHOUT_KVM();
+  const std::string sock = snap_path("blk.sock"), file = snap_path("blk.snap");
+  const std::string disk = snap_path("blk.img"), copy = snap_path("blk-copy.img"),
+                    reference = snap_path("blk-ref.img");
+  {
+    std::ofstream out(disk, std::ios::binary);
+    for (int i = 0; i < (1 << 20); ++i) out.put(static_cast<char>((i * 131) >> 3));
+  }
+  ASSERT_EQ(std::system(("cp " + disk + " " + reference).c_str()), 0);
+  const std::vector<std::string> guest = {"--cmdline", "timer=pit hz=250 ticks=750 blk=twice"};
+  std::vector<std::string> args = {"run", "--kernel", guest_image(), "--no-console-input"};
+  args.insert(args.end(), guest.begin(), guest.end());
+  std::vector<std::string> ref_args = args;
+  ref_args.insert(ref_args.end(), {"--drive", reference});
+  const RunResult ref = run_minivmm(ref_args);
+  ASSERT_EQ(ref.exit_code, kGuestSuccess) << ref.err;
+
+  args.insert(args.end(), {"--drive", disk, "--api-socket", sock});
+  Child child = start_minivmm(args);
+  snapshot_then_kill(child, sock, "tick 250", file);
+  // The clone's own copy, as it stood when the snapshot was taken.
+  ASSERT_EQ(std::system(("cp " + disk + " " + copy).c_str()), 0);
+  const RunResult r = run_minivmm(
+      {"run", "--restore", file, "--restore-drive", "0=" + copy, "--no-console-input"});
+  EXPECT_EQ(r.exit_code, kGuestSuccess) << r.err << r.out;
+  EXPECT_TRUE(has(r.out, "blk: scratch ok")) << r.out;
+  EXPECT_TRUE(has(r.out, "done 750")) << r.out;
+  // The second check read what the first wrote: the same checksum as the run without a snapshot.
+  const auto last_sum = [](const std::string& out) {
+    const auto at = out.rfind("blk: sectors=");
+    return at == std::string::npos ? std::string() : out.substr(at, out.find('\n', at) - at);
+  };
+  EXPECT_EQ(last_sum(r.out), last_sum(ref.out)) << r.out << "\nreference: " << ref.out;
+
+  // A drive of another size is another disk: refused before the guest runs.
+  ASSERT_EQ(::truncate(copy.c_str(), 2 << 20), 0);
+  const RunResult bad = run_minivmm(
+      {"run", "--restore", file, "--restore-drive", "0=" + copy, "--no-console-input"});
+  EXPECT_EQ(bad.exit_code, kBadKernel) << bad.err;
+  EXPECT_TRUE(has(bad.err, "the snapshot's was 1048576")) << bad.err;
+  for (const auto& f : {file, disk, copy, reference}) ::unlink(f.c_str());
+}
+
+// The CMOS clock keeps running across a suspend: restored 30 s after the snapshot, the guest
+// reads the host's time, while its tick count goes on from where it stopped.
+TEST(BootSnapshotTest, RtcReadsWallClockTimeAfterARestore30sLater) {
+  SKIP_WITHOUT_KVM();
+  const std::string sock = snap_path("rtc.sock"), file = snap_path("rtc.snap");
+  Child child = start_minivmm({"run", "--kernel", guest_image(), "--cmdline",
+                               "timer=pit hz=250 ticks=500 rtc=show", "--no-console-input",
+                               "--api-socket", sock});
+  snapshot_then_kill(child, sock, "tick 250", file);
+  std::this_thread::sleep_for(30s);
+  const RunResult r = run_minivmm({"run", "--restore", file, "--no-console-input"});
+  const std::time_t now = std::time(nullptr);
+  ::unlink(file.c_str());
+  ASSERT_EQ(r.exit_code, kGuestSuccess) << r.err << r.out;
+  const auto at = r.out.rfind("rtc: ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  int h = 0, m = 0, s = 0;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + at, "rtc: %d:%d:%d", &h, &m, &s), 3) << r.out;
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  const int guest_s = h * 3600 + m * 60 + s, host_s = utc.tm_hour * 3600 + utc.tm_min * 60 + utc.tm_sec;
+  int diff = std::abs(guest_s - host_s);
+  diff = std::min(diff, 86400 - diff);  // across midnight
+  EXPECT_LE(diff, 3) << "the guest's RTC reads " << r.out.substr(at, 14) << ", the host's UTC "
+                     << utc.tm_hour << ":" << utc.tm_min << ":" << utc.tm_sec;
+}
+
+// Sixteen clones of one snapshot at once: all finish exact, and the pages they did not write
+// are one copy in the host's page cache (PSS, measured while all sixteen run).
+TEST(BootSnapshotTest, SixteenClonesFinishExactAndShareTheirMemory) {
+  SKIP_WITHOUT_KVM();
+  const std::string sock = snap_path("clones.sock"), file = snap_path("clones.snap");
+  Child child = start_minivmm({"run", "--kernel", guest_image(), "--cmdline",
+                               "timer=pit hz=250 ticks=1500 fill=16", "--no-console-input",
+                               "--api-socket", sock});
+  snapshot_then_kill(child, sock, "tick 250", file);
+  std::vector<Child> clones;
+  for (int i = 0; i < 16; ++i) {
+    clones.push_back(start_minivmm({"run", "--restore", file, "--no-console-input"}));
+  }
+  // All running: the guest read its 16 MiB back only at its last tick, so measure then.
+  for (const Child& c : clones) ASSERT_TRUE(wait_for_console(c, "tick 1250", 90));
+  std::uint64_t pss_kb = 0, rss_kb = 0;
+  for (const Child& c : clones) {
+    std::ifstream in("/proc/" + std::to_string(c.pid) + "/smaps_rollup");
+    std::string key;
+    std::uint64_t kb = 0;
+    std::string unit;
+    while (in >> key >> kb >> unit) {
+      if (key == "Pss:") pss_kb += kb;
+      if (key == "Rss:") rss_kb += kb;
+    }
+  }
+  for (Child& c : clones) {
+    const RunResult r = finish_minivmm(c, 120);
+    EXPECT_EQ(r.exit_code, kGuestSuccess) << r.err << r.out;
+    EXPECT_TRUE(has(r.out, "fill: ok 16 MiB")) << r.out;
+    EXPECT_TRUE(has(r.out, "done 1500")) << r.out;
+    if (r.stats) {
+      EXPECT_EQ((*r.stats)["guest"]["ticks_lost"].get<std::uint64_t>(), 0u);
+    }
+  }
+  ::unlink(file.c_str());
+  // Each clone's RSS holds the guest's 16 MiB it read back; shared, they count once in the sum
+  // of the PSS. Unshared, the PSS sum would be 16 x 16 MiB.
+  const double pss_per_clone_mib = double(pss_kb) / 16 / 1024;
+  RecordProperty("pss_per_clone_kib", std::to_string(pss_kb / 16));
+  RecordProperty("rss_per_clone_kib", std::to_string(rss_kb / 16));
+  EXPECT_LT(pss_per_clone_mib, 8.0) << "PSS " << pss_kb << " KiB, RSS " << rss_kb
+                                    << " KiB over 16 clones";
+  EXPECT_GT(double(rss_kb) / 16 / 1024, 16.0) << "the guest did not read its memory back";
+}
+
+}  // namespace
+}  // namespace minivmm::testing
