@@ -39,7 +39,8 @@ static struct {
     uint64_t start_ns, first_ns, last_ns, gap_min, gap_max;
     uint64_t ticks, bunched, run, longest_run;
     uint64_t period_ns;
-} st = {0, 0, 0, UINT64_MAX, 0, 0, 0, 0, 0, 0};
+    uint64_t clock_max;     /* the latest kvmclock reading: see clock_ns() */
+} st = {0, 0, 0, UINT64_MAX, 0, 0, 0, 0, 0, 0, 0};
 
 static void cpuid(uint32_t leaf, uint32_t *a, uint32_t *b, uint32_t *c, uint32_t *d)
 {
@@ -95,6 +96,16 @@ static uint64_t clock_ns(void)
              (uint64_t)(((unsigned __int128)delta * clock_page.tsc_to_system_mul) >> 32);
         __asm__ volatile("" ::: "memory");
     } while ((version & 1) || version != clock_page.version);
+    /* Without PVCLOCK_TSC_STABLE_BIT (flags bit 0) the host does not promise that readings
+     * taken from its successive updates of the page never go back: when it rewrites the page
+     * (as it does when the VMM sets the clock, at a resume or a restore), the new
+     * system_time can be a little behind the old page's extrapolation. Linux's
+     * pvclock_clocksource_read() then never returns less than its last value; so does this. */
+    if (!(clock_page.flags & 1)) {
+        if (ns < st.clock_max)
+            ns = st.clock_max;
+        st.clock_max = ns;
+    }
     return ns;
 }
 

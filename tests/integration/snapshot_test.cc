@@ -86,14 +86,20 @@ TEST_P(BootSnapshotTickTest, RestoredGuestReachesItsLastTickExact) {
   ASSERT_TRUE(s && n) << restored.out << plain.out;
   EXPECT_EQ(s->ticks, 2500u);
   // A restore that replayed the time on disk would show one long gap or a burst after it; one
-  // that lost kvmclock's place, a gap of the whole run. The bounds are the normal run's, with
-  // a period of slack for this noisy host.
+  // that lost kvmclock's place, a gap of the whole run (or, going back, a "gap" of 2^64 - x).
+  // The bounds are the normal run's, with slack for a noisy host: under nested KVM the normal
+  // run's largest gap was 20-30 ms, and the restored one's 26-41 ms (the resume's own latency
+  // is one of its gaps).
   const unsigned long long period_us = 4000;
-  EXPECT_LE(s->gap_max_us, std::max(n->gap_max_us, period_us) + period_us)
+  EXPECT_LE(s->gap_max_us, std::max(n->gap_max_us, period_us) * 3 / 2 + period_us)
       << "restored: " << restored.out << "\nnormal: " << plain.out;
   EXPECT_GE(s->gap_min_us + period_us, std::min(n->gap_min_us, period_us))
       << restored.out;
-  EXPECT_LE(s->bunched, n->bunched + 2) << restored.out << "\nnormal: " << plain.out;
+  // A burst would be a long run of bunched ticks. The normal run has some too (a host that
+  // runs the vCPU late bunches ticks), so the bound is relative to it.
+  EXPECT_LE(s->run, 2 * std::max(n->run, 2ull) + 2) << restored.out << "\nnormal: " << plain.out;
+  EXPECT_LE(double(s->bunched), 1.5 * double(n->bunched) + 10)
+      << restored.out << "\nnormal: " << plain.out;
   // 2499 periods from the first tick to the last, as the normal run.
   EXPECT_NEAR(double(s->elapsed_us), double(n->elapsed_us), 0.1 * double(n->elapsed_us));
 }
@@ -148,6 +154,19 @@ TEST(BootSnapshotTest, VirtioBlkGuestStillUsesItsDiskAfterRestore) {
 
   args.insert(args.end(), {"--drive", disk, "--api-socket", sock});
   Child child = start_minivmm(args);
+  {
+    // A snapshot is renamed onto its path: never onto the guest's own disk, or a device.
+    ControlClient client(sock);
+    ASSERT_TRUE(client.connected());
+    ASSERT_TRUE(wait_for_console(child, "blk: scratch ok", 60));
+    for (const std::string& bad : {disk, std::string("/dev/null")}) {
+      const auto r = client.call_line(R"({"cmd":"snapshot","path":")" + bad + R"("})");
+      EXPECT_FALSE(r.value("ok", true)) << r.dump();
+    }
+    struct stat st {};
+    ASSERT_EQ(::stat(disk.c_str(), &st), 0);
+    EXPECT_EQ(st.st_size, 1 << 20) << "the disk was replaced";
+  }
   snapshot_then_kill(child, sock, "tick 250", file);
   // The clone's own copy, as it stood when the snapshot was taken.
   ASSERT_EQ(std::system(("cp " + disk + " " + copy).c_str()), 0);

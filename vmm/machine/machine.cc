@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -54,6 +55,14 @@ Machine::Machine(Config config, std::function<void()> open_outputs, const Snapsh
     if (restore) sizes = load_machine_config(restore->meta.section("config").data).drive_sizes;
     inputs_ = std::make_unique<BootInputs>(config_, restore, sizes);
     for (const auto& d : inputs_->drives) drive_sizes_.push_back(d.size_bytes());
+    std::vector<std::string> paths{config_.kernel_path, config_.initrd_path};
+    for (const auto& d : config_.drives) paths.push_back(d.path);
+    for (const std::string& path : paths) {
+      struct stat st {};
+      if (!path.empty() && ::stat(path.c_str(), &st) == 0) {
+        input_inodes_.emplace_back(st.st_dev, st.st_ino);
+      }
+    }
   });
   step("control socket", [&] { bind_control_socket(); });
   step("network", [&] { nets_ = std::make_unique<NetBackends>(config_, *loop_); });
@@ -207,6 +216,7 @@ void Machine::pause() {
       paused_kvmclock_ = std::max(paused_kvmclock_, *seen);
     }
   }
+  if (config_.pit == PitMode::kKvm) paused_kvm_pit_ = read_kvm_pit(vm_->vm.fd());
   // Before vm_clock stops: an edge the host kernel fired after the stop would be re-armed on
   // resume.
   board_->pit().pause();
@@ -217,6 +227,10 @@ void Machine::pause() {
 void Machine::resume() {
   if (!paused()) return;
   set_kvm_clock(vm_->vm.fd(), paused_kvmclock_);
+  if (paused_kvm_pit_) {
+    set_kvm_pit(vm_->vm.fd(), *paused_kvm_pit_);
+    paused_kvm_pit_.reset();
+  }
   loop_->vm_clock.resume();
   board_->pit().resume();
   loop_->dynticks->rearm();
@@ -235,8 +249,19 @@ int Machine::run() {
   }
   run_->start(config_.duration_s);
   enter_sandbox_and_start();
-  // A restored guest was loaded paused (its vCPUs parked before their first KVM_RUN).
-  if (restored_) resume();
+  // A restored guest was loaded paused, its vCPUs asked to park before their first KVM_RUN.
+  // Wait until every one has (started, pinned, sandboxed: ready to run), then resume: the
+  // guest's clocks start when its vCPUs can run at once, not a thread start-up earlier (under
+  // nested KVM that start-up was a 40-70 ms gap between the guest's ticks). Resuming before
+  // they parked was worse: a vCPU that hosts the PIT's timers (--pit-tick vcpu) re-arms them
+  // as it leaves its park, and one that had not reached it yet never did; its guest got no tick.
+  if (restored_) {
+    vcpus_->wait_parked();
+    resume();
+    restore_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                            constructed_at_)
+                      .count();
+  }
   if (!loop_->loop->run()) {
     log::error("main loop failed: {}", std::strerror(errno));
     request_stop(ExitCode::kHostFailure, "main loop failed");

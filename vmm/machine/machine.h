@@ -13,8 +13,10 @@
 // whose first call wins.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "devices/host/console_input.h"
@@ -109,10 +111,18 @@ class Machine {
   // when the guest was paused, the drives' sizes, and whether run() resumes a restored guest.
   KvmStateCaps kvm_caps_;
   std::uint64_t paused_kvmclock_ = 0;
+  std::optional<kvm_pit_state2> paused_kvm_pit_;  // --pit kvm: its state while paused
   std::vector<std::uint64_t> drive_sizes_;
   bool restored_ = false;
+  // The run's input files (kernel, initrd, drives) by device and inode: a snapshot is never
+  // renamed onto one of them.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> input_inodes_;
   std::uint64_t ticks_at_start_ = 0;  // a restored guest's ticks before this run (the rate's base)
   std::uint64_t snapshots_taken_ = 0;
+  double last_snapshot_ms_ = -1;  // the last snapshot's pause to written; -1 before one
+  // A restore's cost: from the constructor's first step to the resume in run() (-1: booted).
+  std::chrono::steady_clock::time_point constructed_at_ = std::chrono::steady_clock::now();
+  double restore_ms_ = -1;
   // Last: its thread calls request_stop(), which reaches the vCPUs and the loop.
   std::unique_ptr<StopSignals> stop_signals_;
 };

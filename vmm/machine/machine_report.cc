@@ -171,6 +171,11 @@ RunReport Machine::collect_report() const {
   board_->report(r.devices);
   virtio_->report(r.devices);
   if (control_) r.api_socket = control_->stats_json();
+  auto opt_ms = [](double ms) { return ms >= 0 ? nlohmann::json(ms) : nlohmann::json(nullptr); };
+  r.snapshot = {{"restored", restored_},
+                {"restore_ms", opt_ms(restore_ms_)},
+                {"taken", snapshots_taken_},
+                {"last_write_ms", opt_ms(last_snapshot_ms_)}};
   r.seccomp = seccomp_json(vm_->sandbox);
   r.console_writes = board_->console_sink().stats().writes;
   return r;

@@ -5,6 +5,8 @@
 // that offers another CPU), "vm_clock" (where guest time stood), "kvm" (irqchip, kvmclock, KVM's
 // PIT), "vcpu0".."vcpuN", then one "dev:<key>" per device: the board's in slot order, then the
 // virtio devices as "dev:virtio_<label>".
+#include <sys/stat.h>
+
 #include <chrono>
 
 #include "devices/bus/device_state.h"
@@ -114,6 +116,18 @@ std::vector<SnapshotSection> Machine::save_sections() const {
 }
 
 nlohmann::json Machine::snapshot(const std::string& path, bool resume_after) {
+  // Renamed onto `path`: it must be a regular file or nothing yet, and never one of the run's
+  // inputs (a snapshot named like the guest's disk would replace the disk).
+  struct stat target {};
+  if (::stat(path.c_str(), &target) == 0) {
+    if (!S_ISREG(target.st_mode)) throw SnapshotError("'" + path + "' is not a regular file");
+    for (const auto& [dev, ino] : input_inodes_) {
+      if (dev == target.st_dev && ino == target.st_ino) {
+        throw SnapshotError("'" + path + "' is one of this VM's input files (kernel, initrd or "
+                            "drive); a snapshot never replaces one");
+      }
+    }
+  }
   const auto t0 = std::chrono::steady_clock::now();
   const bool was_paused = paused();
   pause();
@@ -131,6 +145,7 @@ nlohmann::json Machine::snapshot(const std::string& path, bool resume_after) {
   const auto t_written = std::chrono::steady_clock::now();
   if (resume_after) resume();
   ++snapshots_taken_;
+  last_snapshot_ms_ = std::chrono::duration<double, std::milli>(t_written - t0).count();
   auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
   log::info("snapshot: {} ({} bytes, {} of guest memory written) in {:.1f} ms", path,
             st.file_bytes, st.memory_written, ms(t_written - t0));
@@ -181,6 +196,9 @@ void Machine::restore_from(const SnapshotFile& snap) {
                       snap.meta.section("vcpu" + std::to_string(v->index())).data, &vs);
     }
     paused_kvmclock_ = read_kvm_clock(vm_->vm.fd());
+    // KVM's PIT was loaded above, and counts from then on: set again at the resume, it counts
+    // from there.
+    if (config_.pit == PitMode::kKvm) paused_kvm_pit_ = read_kvm_pit(vm_->vm.fd());
     loop_->dynticks->rearm();
     if (const devices::I8254Pit* pit = board_->pit().pit()) ticks_at_start_ = pit->stats().ticks_injected;
     restored_ = true;

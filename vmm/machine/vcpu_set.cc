@@ -67,6 +67,10 @@ void VcpuSet::pause() {
   for (auto& v : vcpus_) v->pause();
 }
 
+void VcpuSet::wait_parked() {
+  for (auto& v : vcpus_) v->wait_parked();
+}
+
 void VcpuSet::resume() {
   for (auto& v : vcpus_) v->resume();
 }

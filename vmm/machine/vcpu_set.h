@@ -32,6 +32,8 @@ class VcpuSet {
   void start();
   void pause();
   void resume();
+  // A restore: the vCPUs were paused before start(); waits until each has parked.
+  void wait_parked();
   void request_stop() noexcept;
   void join();
 

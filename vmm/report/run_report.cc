@@ -31,6 +31,7 @@ nlohmann::json RunReport::to_json() const {
   j["exit"] = {{"reason", exit_reason}, {"code", exit_code}};
   j["time"] = {{"wall_s", wall_seconds}, {"vm_s", vm_seconds}, {"paused_s", paused_seconds},
                {"paused", paused}};
+  j["snapshot"] = snapshot;
   j["guest"] = {{"ticks_injected", opt(ticks_injected)},
                 {"hz_measured", opt(guest_hz_measured)},
                 {"ticks_lost", opt(ticks_lost)},

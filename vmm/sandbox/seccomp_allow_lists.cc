@@ -100,6 +100,7 @@ void allow_snapshot(SyscallAllowList& l, const SeccompFacts& facts) {
     }
   }
   l.allow_ioctl(facts.vm_fd, KVM_GET_IRQCHIP);
+  // KVM's PIT (--pit kvm) is read at a pause (set back at the resume: above).
   l.allow_ioctl(facts.vm_fd, KVM_GET_PIT2);
   l.allow({SYS_ftruncate, SYS_pwrite64});
 }
@@ -141,6 +142,7 @@ SyscallAllowList loop_allow_list(const SeccompFacts& facts) {
   // restored guest is resumed so once the loop runs.
   l.allow_ioctl(facts.vm_fd, KVM_GET_CLOCK);
   l.allow_ioctl(facts.vm_fd, KVM_SET_CLOCK);
+  l.allow_ioctl(facts.vm_fd, KVM_SET_PIT2);  // --pit kvm: its state set back at the resume
   allow_irq_line(l, facts);
   allow_pulse_train(l, facts);
   if (facts.pit_tick_host_kernel) l.allow(SYS_io_destroy);  // the train's AIO context, at teardown

@@ -276,6 +276,14 @@ std::optional<std::uint64_t> guest_kvmclock_ns(int vcpu_fd, devices::GuestMemory
   return pv.system_time + scaled;
 }
 
+kvm_pit_state2 read_kvm_pit(int vm_fd) {
+  return get_ioctl<kvm_pit_state2>(vm_fd, KVM_GET_PIT2, "KVM_GET_PIT2", -1);
+}
+
+void set_kvm_pit(int vm_fd, const kvm_pit_state2& state) {
+  set_ioctl(vm_fd, KVM_SET_PIT2, state, "KVM_SET_PIT2", -1);
+}
+
 void set_kvm_clock(int vm_fd, std::uint64_t ns) {
   kvm_clock_data clock{};
   clock.clock = ns;

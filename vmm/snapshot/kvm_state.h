@@ -65,6 +65,11 @@ std::uint64_t read_kvm_clock(int vm_fd);
 std::optional<std::uint64_t> guest_kvmclock_ns(int vcpu_fd, devices::GuestMemory ram);
 void set_kvm_clock(int vm_fd, std::uint64_t ns);
 
+// KVM's PIT (--pit kvm) runs on host time: a pause reads it and the resume sets it back, which
+// restarts its counters' phase then, so the paused time is not replayed as reinjected ticks.
+kvm_pit_state2 read_kvm_pit(int vm_fd);
+void set_kvm_pit(int vm_fd, const kvm_pit_state2& state);
+
 void load_vm_state(int vm_fd, bool kernel_pit, std::span<const std::uint8_t> record);
 
 }  // namespace minivmm::vmm

@@ -95,6 +95,8 @@ class Vcpu {
   // Before start(), pause() makes the vCPU park before its first KVM_RUN.
   void pause() { gate_.pause([this] { kick(); }); }
   void resume() { gate_.resume(); }
+  // After a pause() before start() and the start: returns once the vCPU has parked, ready.
+  void wait_parked() { gate_.wait_parked(); }
   // Asks the thread to finish (from any thread, the vCPU thread included); join() waits.
   void request_stop() noexcept;
   void join();

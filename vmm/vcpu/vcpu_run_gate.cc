@@ -19,6 +19,13 @@ void VcpuRunGate::resume() {
   cv_.wait(lock, [&] { return state_ != State::kPaused; });
 }
 
+void VcpuRunGate::wait_parked() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] {
+    return state_ == State::kPaused || state_ == State::kFinished || stop_requested();
+  });
+}
+
 void VcpuRunGate::started() {
   std::lock_guard lock(mu_);
   if (state_ == State::kCreated) state_ = State::kRunning;

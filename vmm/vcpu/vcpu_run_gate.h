@@ -38,6 +38,9 @@ class VcpuRunGate {
   void pause(const std::function<void()>& kick);
   // Loop thread. Lets a parked vCPU run again and waits until it has left its wait (I2).
   void resume();
+  // Loop thread, after a pause() that found the vCPU not started, and its start: waits until
+  // it has parked (its set-up done, nothing run) or finished, or a stop was asked for.
+  void wait_parked();
 
   // vCPU thread: it is about to run (kCreated -> kRunning).
   void started();

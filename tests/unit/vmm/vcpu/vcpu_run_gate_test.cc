@@ -139,6 +139,28 @@ TEST(VcpuRunGateTest, AVcpuPausedBeforeItStartsParksBeforeItsFirstStep) {
   vcpu.join();
 }
 
+// A restore: paused before start, started, then wait_parked() returns only once the vCPU has
+// parked (its set-up done), so the resume that follows always finds it in its park and the
+// vCPU's after-park step (re-arming its timers) runs.
+TEST(VcpuRunGateTest, WaitParkedReturnsOnceAVcpuPausedBeforeItStartedHasParked) {
+  VcpuRunGate gate;
+  FakeVcpu vcpu(gate);
+  gate.pause([&] { vcpu.kick(); });
+  vcpu.start();
+  ASSERT_TRUE(finishes_within(gate, 5000ms, [&] { gate.wait_parked(); }));
+  EXPECT_EQ(gate.state(), State::kPaused);
+  EXPECT_EQ(vcpu.parks(), 1u);
+  EXPECT_EQ(vcpu.steps(), 0u);
+  gate.resume();
+  while (vcpu.steps() == 0) std::this_thread::yield();
+  EXPECT_EQ(vcpu.unparks(), 1u);
+  // A stop ends the wait too, parked or not.
+  VcpuRunGate other;
+  other.pause(nullptr);
+  other.request_stop();
+  EXPECT_TRUE(finishes_within(other, 5000ms, [&] { other.wait_parked(); }));
+}
+
 TEST(VcpuRunGateTest, AStopEndsAParkedVcpuAndAPauseWaitingForOne) {
   VcpuRunGate gate;
   FakeVcpu vcpu(gate);
