@@ -4,6 +4,7 @@
 // /dev/kvm is opened. (A snapshot's vCPU records, its CPU model and its device sections are
 // judged after, by the machine: tests/integration/snapshot_test.cc.)
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -66,6 +67,14 @@ class BadInputRestoreTest : public ::testing::Test {
 
 TEST_F(BadInputRestoreTest, MissingFile) {
   expect_one_line(restore(), kBadKernel, "No such file");
+}
+
+TEST_F(BadInputRestoreTest, NotARegularFile) {
+  expect_one_line(run_minivmm({"run", "--restore", "/tmp", "--no-console-input"}, false),
+                  kBadKernel, "is not a regular file");
+  // A FIFO without a writer: refused at once, not waited on.
+  ASSERT_EQ(mkfifo(path_.c_str(), 0600), 0);
+  expect_one_line(restore(), kBadKernel, "is not a regular file");
 }
 
 TEST_F(BadInputRestoreTest, EmptyAndTruncatedFiles) {

@@ -118,6 +118,8 @@ std::vector<SnapshotSection> Machine::save_sections() const {
 nlohmann::json Machine::snapshot(const std::string& path, bool resume_after) {
   // Renamed onto `path`: it must be a regular file or nothing yet, and never one of the run's
   // inputs (a snapshot named like the guest's disk would replace the disk).
+  // A JSON string may hold a NUL, where the file system would cut the name short.
+  if (path.find('\0') != std::string::npos) throw SnapshotError("the path holds a NUL byte");
   struct stat target {};
   if (::stat(path.c_str(), &target) == 0) {
     if (!S_ISREG(target.st_mode)) throw SnapshotError("'" + path + "' is not a regular file");

@@ -246,7 +246,8 @@ SnapshotWriteStats write_snapshot_file(const std::string& path,
 SnapshotFile SnapshotFile::open(const std::string& path) {
   SnapshotFile f;
   f.path = path;
-  f.fd.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // O_NONBLOCK: a FIFO given as the snapshot would block open() until a writer came.
+  f.fd.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (!f.fd.valid()) throw SnapshotError("'" + path + "': " + errno_text());
   struct stat st {};
   if (::fstat(f.fd.get(), &st) != 0) throw SnapshotError("'" + path + "': " + errno_text());
