@@ -61,7 +61,8 @@ class Machine {
   void request_stop(ExitCode code, const std::string& why);
   void request_stop_status(int status, const std::string& why);
 
-  // Loop thread. Pause/resume the guest: vCPUs parked and vm_clock stopped.
+  // Loop thread. Pause/resume the guest: vCPUs parked, vm_clock and kvmclock stopped (and
+  // KVM's PIT, with --pit kvm, set back at the resume so it does not count the pause).
   void pause();
   void resume();
   bool paused() const noexcept { return loop_->vm_clock.paused(); }
