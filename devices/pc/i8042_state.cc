@@ -8,7 +8,7 @@
 namespace minivmm::devices {
 namespace {
 
-constexpr std::uint8_t kVersion = 1;
+constexpr std::uint8_t kI8042StateVersion = 1;
 
 bool valid_pending_command(std::uint8_t c) noexcept {
   return c == 0 || c == I8042::kCmdWriteCtr || c == I8042::kCmdWriteOutputPort ||
@@ -67,7 +67,7 @@ void Ps2Keyboard::load_state(StateReader& in) {
 
 void I8042::save_state(StateWriter& out) const {
   std::lock_guard lock(mu_);
-  write_version(out, kVersion);
+  write_version(out, kI8042StateVersion);
   out.u8(ctr_);
   out.u8(status_);
   out.u8(output_);
@@ -85,7 +85,7 @@ void I8042::save_state(StateWriter& out) const {
 
 void I8042::load_state(StateReader& in) {
   std::lock_guard lock(mu_);
-  read_version(in, kVersion);
+  read_version(in, kI8042StateVersion);
   const std::uint8_t ctr = in.u8();
   const std::uint8_t status = in.u8();
   const std::uint8_t output = in.u8();

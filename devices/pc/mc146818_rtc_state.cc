@@ -16,7 +16,7 @@ namespace {
 
 using timers::Nanos;
 
-constexpr std::uint8_t kVersion = 1;
+constexpr std::uint8_t kRtcStateVersion = 1;
 constexpr std::uint8_t kFlagBits = kRegCPf | kRegCAf | kRegCUf;
 // RTC times the device can reach: years 1970-2199 (release_time clamps to them), so an offset
 // from a host clock in that range too stays far from int64 overflow. 2200-01-01 in ns.
@@ -28,7 +28,7 @@ constexpr std::int64_t kMaxVmNs = std::int64_t{1} << 62;
 
 void Mc146818Rtc::save_state(StateWriter& out) const {
   std::lock_guard lock(mu_);
-  write_version(out, kVersion);
+  write_version(out, kRtcStateVersion);
   out.bytes(cmos_);
   out.u8(index_);
   out.boolean(nmi_masked_);
@@ -55,7 +55,7 @@ void Mc146818Rtc::save_state(StateWriter& out) const {
 
 void Mc146818Rtc::load_state(StateReader& in) {
   std::lock_guard lock(mu_);
-  read_version(in, kVersion);
+  read_version(in, kRtcStateVersion);
   std::array<std::uint8_t, 128> cmos{};
   in.fixed_bytes(cmos);
   const std::uint8_t index = in.u8();

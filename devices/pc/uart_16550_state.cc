@@ -8,7 +8,7 @@
 namespace minivmm::devices {
 namespace {
 
-constexpr std::uint8_t kVersion = 1;
+constexpr std::uint8_t kUartStateVersion = 1;
 constexpr std::uint8_t kIerBits = 0x0f;  // bits 4-7 of IER always read 0
 constexpr std::uint8_t kMcrBits = 0x1f;
 constexpr std::uint8_t kMsrDeltaBits = 0x0f;
@@ -17,7 +17,7 @@ constexpr std::uint8_t kMsrDeltaBits = 0x0f;
 
 void Uart16550::save_state(StateWriter& out) const {
   std::lock_guard lock(mu_);
-  write_version(out, kVersion);
+  write_version(out, kUartStateVersion);
   out.u8(dll_);
   out.u8(dlm_);
   out.u8(ier_);
@@ -47,7 +47,7 @@ void Uart16550::save_state(StateWriter& out) const {
 
 void Uart16550::load_state(StateReader& in) {
   std::lock_guard lock(mu_);
-  read_version(in, kVersion);
+  read_version(in, kUartStateVersion);
   const std::uint8_t dll = in.u8();
   const std::uint8_t dlm = in.u8();
   const std::uint8_t ier = in.u8();

@@ -7,13 +7,13 @@
 namespace minivmm::devices {
 namespace {
 
-constexpr std::uint8_t kVersion = 1;
+constexpr std::uint8_t kPcTestdevStateVersion = 1;
 
 }  // namespace
 
 void FwCfg::save_state(StateWriter& out) const {
   std::lock_guard lock(mu_);
-  write_version(out, kVersion);
+  write_version(out, kPcTestdevStateVersion);
   std::uint16_t key = 0;
   for (const auto& [k, item] : items_) {
     if (&item == selected_) key = k;
@@ -29,7 +29,7 @@ void FwCfg::save_state(StateWriter& out) const {
 
 void FwCfg::load_state(StateReader& in) {
   std::lock_guard lock(mu_);
-  read_version(in, kVersion);
+  read_version(in, kPcTestdevStateVersion);
   const bool selected = in.boolean();
   const std::uint16_t key = in.u16();
   const std::uint64_t offset = in.u64();
@@ -123,7 +123,7 @@ void PcTestdevIomem::load_state(StateReader& in) {
 }
 
 void PcTestdev::save_state(StateWriter& out) const {
-  write_version(out, kVersion);
+  write_version(out, kPcTestdevStateVersion);
   echo_.save_state(out);
   flush_page_.save_state(out);
   out.u64(flushes_outside_ram_.load(std::memory_order_relaxed));
@@ -132,7 +132,7 @@ void PcTestdev::save_state(StateWriter& out) const {
 }
 
 void PcTestdev::load_state(StateReader& in) {
-  read_version(in, kVersion);
+  read_version(in, kPcTestdevStateVersion);
   echo_.load_state(in);
   flush_page_.load_state(in);
   flushes_outside_ram_.store(in.u64(), std::memory_order_relaxed);

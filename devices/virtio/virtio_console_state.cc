@@ -5,7 +5,7 @@
 namespace minivmm::devices {
 namespace {
 
-constexpr std::uint8_t kVersion = 1;
+constexpr std::uint8_t kConsoleStateVersion = 1;
 
 }  // namespace
 
@@ -22,7 +22,7 @@ void VirtioConsole::quiesce() {
 
 void VirtioConsole::save_state(StateWriter& out) const {
   std::lock_guard lock(mu_);
-  write_version(out, kVersion);
+  write_version(out, kConsoleStateVersion);
   std::vector<std::uint8_t> rx(rx_.begin(), rx_.end());
   out.bytes(rx);
   for (std::uint64_t v : {stats_.tx_chains, stats_.tx_bytes, stats_.rx_chains, stats_.rx_bytes,
@@ -33,7 +33,7 @@ void VirtioConsole::save_state(StateWriter& out) const {
 
 void VirtioConsole::load_state(StateReader& in) {
   std::lock_guard lock(mu_);
-  read_version(in, kVersion);
+  read_version(in, kConsoleStateVersion);
   const std::vector<std::uint8_t> rx = in.bytes(kRxBuffer);
   VirtioConsoleStats s;
   for (std::uint64_t* v : {&s.tx_chains, &s.tx_bytes, &s.rx_chains, &s.rx_bytes, &s.rx_full,

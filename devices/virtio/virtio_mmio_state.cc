@@ -9,7 +9,7 @@ namespace minivmm::devices {
 namespace {
 
 // 2: the device id follows the version.
-constexpr std::uint8_t kVersion = 2;
+constexpr std::uint8_t kMmioStateVersion = 2;
 // The device's own record: far more than any of ours needs, and a cap a hostile length field
 // cannot push past.
 constexpr std::size_t kMaxDeviceRecord = 1 << 20;
@@ -92,7 +92,7 @@ void VirtioMmioTransport::save_state(StateWriter& out) const {
                        std::to_string(queues_[i].in_flight()) + " requests in flight");
     }
   }
-  write_version(out, kVersion);
+  write_version(out, kMmioStateVersion);
   out.u32(device_.device_id());
   out.u32(status_);
   out.u32(device_features_sel_);
@@ -119,7 +119,7 @@ void VirtioMmioTransport::load_state(StateReader& in) {
   std::vector<std::uint8_t> device_record;
   {
     std::lock_guard lock(mu_);
-    read_version(in, kVersion);
+    read_version(in, kMmioStateVersion);
     // Another device's record could otherwise fit: net and console both have two queues.
     const std::uint32_t device_id = in.u32();
     if (device_id != device_.device_id()) {

@@ -12,7 +12,7 @@ namespace {
 
 using timers::Nanos;
 
-constexpr std::uint8_t kVersion = 1;
+constexpr std::uint8_t kPitStateVersion = 1;
 
 void write_nanos(StateWriter& out, Nanos t) { out.i64(t.count()); }
 Nanos read_nanos(StateReader& in) { return Nanos{in.i64()}; }
@@ -197,7 +197,7 @@ void TickDelivery::restore(const Saved& saved, Nanos now) noexcept {
 
 void I8254Pit::save_state(StateWriter& out) const {
   std::lock_guard lock(mu_);
-  write_version(out, kVersion);
+  write_version(out, kPitStateVersion);
   for (const I8254Channel& c : channels_) c.save_state(out);
   out.u64(stats_.reprogrammings);
   out.u64(stats_.period_clamps);
@@ -217,7 +217,7 @@ void I8254Pit::save_state(StateWriter& out) const {
 void I8254Pit::load_state(StateReader& in) {
   std::lock_guard lock(mu_);
   const Nanos now = clock_.now();
-  read_version(in, kVersion);
+  read_version(in, kPitStateVersion);
   // Everything is read and checked before anything changes (the reschedule starts trains).
   std::array<I8254Channel, kChannelCount> channels = channels_;
   for (I8254Channel& c : channels) c.load_state(in, now);

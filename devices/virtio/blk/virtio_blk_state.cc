@@ -9,7 +9,7 @@
 namespace minivmm::devices {
 namespace {
 
-constexpr std::uint8_t kVersion = 1;
+constexpr std::uint8_t kBlkStateVersion = 1;
 
 std::uint64_t* blk_counters(VirtioBlkStats& s, std::size_t i) {
   std::uint64_t* const fields[] = {&s.reads, &s.writes, &s.flushes, &s.get_ids, &s.discards,
@@ -55,7 +55,7 @@ void VirtioBlk::quiesce() {
 }
 
 void VirtioBlk::save_state(StateWriter& out) const {
-  write_version(out, kVersion);
+  write_version(out, kBlkStateVersion);
   out.u64(capacity_);
   out.boolean(file_.read_only());
   VirtioBlkStats s = stats();
@@ -64,7 +64,7 @@ void VirtioBlk::save_state(StateWriter& out) const {
 }
 
 void VirtioBlk::load_state(StateReader& in) {
-  read_version(in, kVersion);
+  read_version(in, kBlkStateVersion);
   const std::uint64_t capacity = in.u64();
   const bool read_only = in.boolean();
   VirtioBlkStats s;

@@ -8,7 +8,7 @@
 namespace minivmm::devices {
 namespace {
 
-constexpr std::uint8_t kVersion = 1;
+constexpr std::uint8_t kNetStateVersion = 1;
 
 template <typename Stats, typename Fn>
 void each_counter(Stats& s, Fn fn) {
@@ -38,13 +38,13 @@ void VirtioNet::quiesce() {
 }
 
 void VirtioNet::save_state(StateWriter& out) const {
-  write_version(out, kVersion);
+  write_version(out, kNetStateVersion);
   VirtioNetStats s = stats();
   each_counter(s, [&out](std::uint64_t v) { out.u64(v); });
 }
 
 void VirtioNet::load_state(StateReader& in) {
-  read_version(in, kVersion);
+  read_version(in, kNetStateVersion);
   VirtioNetStats s;
   each_counter(s, [&in](std::uint64_t& v) { v = in.u64(); });
   in.expect_end();
