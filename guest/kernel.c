@@ -288,9 +288,9 @@ static void start_timer(const struct config *cfg)
 }
 
 /* fill=N: memory the guest has written, for the snapshot tests' clones. One `rep stosq` writes
- * it (KVM's emulator runs the repeats in one go, not as N/8 instructions); the check at tick N
- * reads one word of each page, so every page is back in the guest's use (a restored clone maps
- * each from the snapshot then) for 2 loads per 4 KiB. */
+ * it (KVM's emulator runs the repeats in one go, not as N/8 instructions); the check with every
+ * `tick K` line reads one word of each page, so every page is in the guest's use (a restored
+ * clone maps each from the snapshot then) for 2 loads per 4 KiB. */
 static void fill_memory(uint64_t mib)
 {
     uint64_t words = mib << 17, *dst = (uint64_t *)FILL_BASE;
@@ -393,6 +393,10 @@ noreturn void kmain(const uint8_t *boot_params)
             put_dec(next_report);
             puts("\n");
             next_report += cfg.hz;
+            /* Once a second, so the pages are in use while the guest runs (a clone's are
+             * mapped from its snapshot then), not only at its last tick. */
+            if (cfg.fill_mib)
+                fill_check(cfg.fill_mib);
         }
         if (goal == cfg.ticks) {
             if (stamping)
@@ -403,8 +407,6 @@ noreturn void kmain(const uint8_t *boot_params)
                 blk_check(cfg.blk_request_sectors);
             if (cfg.rtc_show)
                 rtc_show();
-            if (cfg.fill_mib)
-                fill_check(cfg.fill_mib);
             puts("done ");
             put_dec(cfg.ticks);
             puts("\n");

@@ -231,7 +231,8 @@ TEST(BootSnapshotTest, SixteenClonesFinishExactAndShareTheirMemory) {
   for (int i = 0; i < 16; ++i) {
     clones.push_back(start_minivmm({"run", "--restore", file, "--no-console-input"}));
   }
-  // All running: the guest read its 16 MiB back only at its last tick, so measure then.
+  // All running, and each has read its 16 MiB back (with every `tick K` line) from its own
+  // mapping of the snapshot.
   for (const Child& c : clones) ASSERT_TRUE(wait_for_console(c, "tick 1250", 90));
   std::uint64_t pss_kb = 0, rss_kb = 0;
   for (const Child& c : clones) {

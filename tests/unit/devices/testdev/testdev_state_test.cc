@@ -24,31 +24,31 @@ using devices::PcTestdev;
 using devices::PcTestdevIomem;
 using devices::PcTestdevIrq;
 using devices::StateError;
-using Record = std::vector<std::uint8_t>;
+using Bytes = std::vector<std::uint8_t>;
 
-Record save(const devices::StatefulDevice& d) {
+Bytes save(const devices::StatefulDevice& d) {
   devices::StateWriter w;
   d.save_state(w);
   return w.data();
 }
 
-void load(devices::StatefulDevice& d, const Record& record) {
+void load(devices::StatefulDevice& d, const Bytes& record) {
   devices::StateReader r(record, std::string(d.state_key()));
   d.load_state(r);
 }
 
-Record cut(const Record& r, std::size_t n) {
-  return Record(r.begin(), r.begin() + static_cast<std::ptrdiff_t>(n));
+Bytes cut(const Bytes& r, std::size_t n) {
+  return Bytes(r.begin(), r.begin() + static_cast<std::ptrdiff_t>(n));
 }
 
 template <typename T>
-void poke(Record& r, std::size_t at, T v) {
+void poke(Bytes& r, std::size_t at, T v) {
   std::memcpy(r.data() + at, &v, sizeof v);
 }
 
 // --- fw_cfg ---------------------------------------------------------------------------------
 
-// Record layout: version, selected flag, key (u16), offset (u64), six counters.
+// Bytes layout: version, selected flag, key (u16), offset (u64), six counters.
 constexpr std::size_t kFwSelected = 1, kFwKey = 2, kFwOffset = 4, kFwBytes = 60;
 
 struct FwCfgRig {
@@ -73,7 +73,7 @@ TEST(FwCfgStateTest, RestoredDeviceReadsOnFromTheSavedOffset) {
   a.select(a.file_key);
   EXPECT_EQ(a.next(), 10);
   EXPECT_EQ(a.next(), 11);
-  const Record record = save(a.dev);
+  const Bytes record = save(a.dev);
   ASSERT_EQ(record.size(), kFwBytes);
 
   FwCfgRig b;
@@ -103,8 +103,8 @@ TEST(FwCfgStateTest, HostileRecordsAreRefused) {
   FwCfgRig a;
   a.select(a.file_key);
   a.next();
-  const Record good = save(a.dev);
-  const auto refused = [](const Record& r, bool with_file = true) {
+  const Bytes good = save(a.dev);
+  const auto refused = [](const Bytes& r, bool with_file = true) {
     FwCfgRig fresh(with_file);
     try {
       load(fresh.dev, r);
@@ -115,7 +115,7 @@ TEST(FwCfgStateTest, HostileRecordsAreRefused) {
   };
   ASSERT_FALSE(refused(good));
   for (std::size_t n = 0; n < good.size(); ++n) EXPECT_TRUE(refused(cut(good, n))) << n;
-  Record bad = good;
+  Bytes bad = good;
   bad.push_back(0);
   EXPECT_TRUE(refused(bad)) << "one byte longer";
   bad = good;
@@ -141,7 +141,7 @@ TEST(FwCfgStateTest, HostileRecordsAreRefused) {
 
 // --- pc-testdev -----------------------------------------------------------------------------
 
-// Record layout: version; echo (u32 value, u64 counter); flush page (two u64); flushes outside
+// Bytes layout: version; echo (u32 value, u64 counter); flush page (two u64); flushes outside
 // RAM (u64); iomem (u32 length, 64 KiB, three u64); IRQ (u32 length, 24 levels, four u64).
 constexpr std::size_t kIomemLength = 37, kIrqLength = kIomemLength + 4 + PcTestdevIomem::kSize + 24;
 constexpr std::size_t kIrqLevels = kIrqLength + 4;
@@ -172,7 +172,7 @@ TEST(PcTestdevStateTest, EchoIomemAndRaisedLinesReadBackTheSame) {
   a.dev.irq().write(9, std::vector<std::uint8_t>{1});
   a.dev.irq().write(9, std::vector<std::uint8_t>{0});
   a.dev.flush_page().write(0, std::vector<std::uint8_t>{0, 0x10, 0, 0});
-  const Record record = save(a.dev);
+  const Bytes record = save(a.dev);
   ASSERT_EQ(record.size(), kPcTestdevBytes);
 
   PcTestdevRig b;
@@ -193,8 +193,8 @@ TEST(PcTestdevStateTest, EchoIomemAndRaisedLinesReadBackTheSame) {
 TEST(PcTestdevStateTest, HostileRecordsAreRefusedWithoutDrivingALine) {
   PcTestdevRig a;
   a.dev.irq().write(3, std::vector<std::uint8_t>{1});
-  const Record good = save(a.dev);
-  const auto refused = [](const Record& r) {
+  const Bytes good = save(a.dev);
+  const auto refused = [](const Bytes& r) {
     PcTestdevRig fresh;
     bool threw = false;
     try {
@@ -213,7 +213,7 @@ TEST(PcTestdevStateTest, HostileRecordsAreRefusedWithoutDrivingALine) {
     EXPECT_TRUE(refused(cut(good, n))) << n;
   }
   for (std::size_t n = kIrqLength - 8; n < kIrqLevels + 8; ++n) EXPECT_TRUE(refused(cut(good, n))) << n;
-  Record bad = good;
+  Bytes bad = good;
   bad.push_back(0);
   EXPECT_TRUE(refused(bad)) << "one byte longer: line 3 must not be raised first";
   bad = good;
