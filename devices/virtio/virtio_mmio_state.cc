@@ -85,6 +85,10 @@ void Virtqueue::load_state(StateReader& in, const GuestMemory& ram, bool indirec
 void VirtioMmioTransport::quiesce() { device_.quiesce(); }
 
 void VirtioMmioTransport::save_state(StateWriter& out) const {
+  // The device's record first, without mu_: the lock order is device locks -> mu_ (the device
+  // is always called with mu_ released; TSan saw the inversion when it was taken inside).
+  StateWriter device;
+  device_.save_state(device);
   std::lock_guard lock(mu_);
   for (std::size_t i = 0; i < queues_.size(); ++i) {
     if (queues_[i].active() && queues_[i].in_flight() != 0) {
@@ -108,8 +112,6 @@ void VirtioMmioTransport::save_state(StateWriter& out) const {
                         &bad_accesses_}) {
     out.u64(c->load(std::memory_order_relaxed));
   }
-  StateWriter device;
-  device_.save_state(device);
   out.bytes(device.data());
 }
 
