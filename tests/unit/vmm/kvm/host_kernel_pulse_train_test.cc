@@ -205,7 +205,10 @@ TEST(HostKernelPulseTrainTest, HoldStopsTheEdgesWithoutUnbindingAndStartReArmsTh
   const std::uint64_t at_hold = r.train.delivered();
   EXPECT_GE(at_hold, 5u);
   std::this_thread::sleep_for(20ms);
-  EXPECT_EQ(r.train.delivered(), at_hold) << "edges after the hold";
+  // An edge whose timer fired just before the hold disarmed it completes its poll after: one at
+  // most (a loaded CI host, ASan beside the suite, saw 12 against 11). Edges keep coming is the
+  // failure this is after.
+  EXPECT_LE(r.train.delivered(), at_hold + 1) << "edges after the hold";
   std::uint64_t after = 0;
   const std::uint64_t ms = elapsed_ms([&] {
     ASSERT_TRUE(r.train.start(r.vm.now() + period, period));
