@@ -223,6 +223,7 @@ void VirtioBlk::report(ReportWriter& out) const {
       uring.count("submits", s.uring_submits);
       uring.count("resubmits", s.uring_resubmits);
       uring.count("submit_errors", s.uring_submit_errors);
+      uring.count("empty_wakeups", s.uring_empty_wakeups);
     });
   }
   out.object("requests", [&s](ReportWriter& requests) {

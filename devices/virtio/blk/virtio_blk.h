@@ -54,6 +54,10 @@ struct VirtioBlkStats {
   // short transfers continued, and submissions refused (answered IOERR).
   std::uint64_t uring_requests = 0, uring_submits = 0, uring_resubmits = 0;
   std::uint64_t uring_submit_errors = 0;
+  // Completion-fd wakeups that found no completion: io_uring publishes a CQE before it signals
+  // the eventfd (and may defer the signal past an RCU grace period), so a reap between the two
+  // takes the CQE and the signal that follows finds nothing. Legitimate, and harmless: counted.
+  std::uint64_t uring_empty_wakeups = 0;
   std::array<std::uint64_t, static_cast<std::size_t>(BlkError::kCount)> errors{};
 };
 

@@ -187,10 +187,17 @@ void VirtioBlk::on_completion_fd() noexcept {
   ring_->drain_event_fd();
   std::lock_guard lock(mu_);
   std::array<BlockUring::Completion, 32> batch;
+  std::size_t taken = 0;
   for (;;) {
     const std::size_t n = ring_->take(batch);
     for (std::size_t i = 0; i < n; ++i) on_uring_completion_locked(batch[i]);
+    taken += n;
     if (n < batch.size()) break;
+  }
+  if (taken == 0) {
+    // The signal of a completion an earlier wakeup already took (VirtioBlkStats says why).
+    std::lock_guard s(stats_mu_);
+    ++stats_.uring_empty_wakeups;
   }
   submit_locked();  // continued transfers, write-through syncs, later discard segments
 }

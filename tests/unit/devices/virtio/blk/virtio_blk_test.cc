@@ -392,7 +392,8 @@ TEST_P(VirtioBlkEngineTest, ReportsItsEngineAndRequests) {
       "requests/errors object",  "requests/errors/out_of_range number"};
   if (GetParam() == Engine::kIoUring) {
     expected.insert({"io_uring object", "io_uring/requests number", "io_uring/submits number",
-                     "io_uring/resubmits number", "io_uring/submit_errors number"});
+                     "io_uring/resubmits number", "io_uring/submit_errors number",
+                     "io_uring/empty_wakeups number"});
   }
   EXPECT_EQ(report.typed_paths(), expected);
   EXPECT_EQ(std::get<std::string>(report.values().at("engine")), r.blk.engine());
@@ -487,6 +488,35 @@ TEST(VirtioBlkUringTest, CompletionsArriveThroughTheCompletionFd) {
   EXPECT_EQ(r.blk.engine(), "io_uring");
 }
 
+// A completion's eventfd signal may come after an earlier wakeup already took the completion
+// (io_uring posts the CQE first): the loop's next wakeup then finds nothing. It must answer
+// nothing, interrupt nobody, and count the wakeup.
+TEST(VirtioBlkUringTest, AWakeupThatFindsNoCompletionAnswersNothingAndIsCounted) {
+  BlkRig r(Engine::kIoUring);
+  ASSERT_GE(r.blk.completion_fd(), 0);
+  r.mem.put<std::uint32_t>(kHeader, kBlkTIn);
+  r.mem.put<std::uint64_t>(kHeader + 8, 3);
+  r.q.add_chain(0, {{kHeader, 16, false}, {kData, 512, true}, {kStatus, 1, true}});
+  r.drv.notify(0);
+  settle(r.blk, r.q, 1);
+  ASSERT_EQ(r.q.used_idx(), 1);
+  const int pulses = r.irq.pulses();
+  const auto before = r.blk.stats().uring_empty_wakeups;
+  // The late signal, as the kernel would send it.
+  const std::uint64_t one = 1;
+  ASSERT_EQ(::write(r.blk.completion_fd(), &one, sizeof one), static_cast<ssize_t>(sizeof one));
+  r.blk.on_completion_fd();
+  EXPECT_EQ(r.q.used_idx(), 1) << "an answer without a request";
+  EXPECT_EQ(r.irq.pulses(), pulses);
+  EXPECT_EQ(r.blk.stats().uring_empty_wakeups, before + 1);
+  // The eventfd was drained: the wakeup does not repeat.
+  pollfd p{r.blk.completion_fd(), POLLIN, 0};
+  EXPECT_EQ(::poll(&p, 1, 0), 0);
+  minivmm::testing::MapReportWriter out;
+  r.blk.report(out);
+  EXPECT_EQ(out.counter("io_uring/empty_wakeups"), before + 1);
+}
+
 TEST(VirtioBlkUringTest, OnlyTheIoUringEngineHasACompletionFd) {
   EXPECT_EQ(BlkRig(Engine::kInline).blk.completion_fd(), -1);
   EXPECT_EQ(BlkRig(Engine::kWorker).blk.completion_fd(), -1);
@@ -555,6 +585,7 @@ TEST(VirtioBlkTest, TransportAndDeviceFillTheReportObjectTogether) {
                      "engine string", "features_refused number", "interrupts number",
                      "io_uring object", "io_uring/requests number", "io_uring/resubmits number",
                      "io_uring/submit_errors number", "io_uring/submits number",
+                     "io_uring/empty_wakeups number",
                      "needs_reset number", "notifies_ioeventfd number", "notifies_vcpu number",
                      "queues array", "requests object", "requests/bytes_discarded number",
                      "requests/bytes_read number", "requests/bytes_written number",
