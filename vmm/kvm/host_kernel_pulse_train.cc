@@ -102,7 +102,10 @@ void HostKernelPulseTrain::hold() noexcept {
   refill_timer_.cancel();
   // What the slots whose polls completed saw since their last read (as a refill would): edges
   // beyond the one reported fired with no poll armed. A slot whose poll is still in flight is
-  // left alone (reading it would swallow the edge its poll is about to report).
+  // left alone (reading it would swallow the edge its poll is about to report). Read before the
+  // disarming below, which zeroes a timerfd's expiration count: edges that fire between the two
+  // (this thread preempted there) are neither delivered nor counted. A hold gives the ticks to
+  // the PIT's own timer, which delivers from its vm_clock grid, not from this count.
   reap_locked();
   for (std::size_t slot = 0; slot < gen_.timerfds.size(); ++slot) {
     if (!gen_.fired[slot]) continue;
