@@ -60,20 +60,30 @@ TEST_P(BootTest, GuestTicksAtRequestedRateAndExitsThroughDebugExit) {
   const auto& s = *r.stats;
 
   // The guest counted `ticks` ticks at `hz`: that must have taken ticks/hz of guest time, plus a
-  // boot that costs a few hundred emulated instructions (well under 100 ms).
+  // boot that costs a few hundred emulated instructions (well under 100 ms). No host, however
+  // busy, makes a guest finish sooner: ticks come at most on their grid.
   const double vm_s = s["time"]["vm_s"].get<double>();
   const double expected_s = static_cast<double>(c.ticks) / c.hz;
   EXPECT_GT(vm_s, expected_s - 0.01) << "guest finished faster than its ticks allow";
-  // Upper bound: a guest that misses interrupts (at 1024 Hz the RTC costs a user-space exit per
-  // tick for the register C read, and ctest -j2 runs two VMs on two cores) counts slower; a
-  // rate bug (ticks at half speed) still fails.
-  EXPECT_LT(vm_s, expected_s * 1.3 + 0.35) << "guest time far beyond ticks/hz";
+  // No device raises more edges than the grid of vm_clock holds: a double delivery (~2N) or a
+  // replay fails this whatever the load, since both sides are counted in vm time.
+  const auto grid = static_cast<std::uint64_t>(vm_s * c.hz) + 2;
+  // Upper bound on the guest's time, only where no tick can be lost: minivmm's PIT under the
+  // delay policy (a tick the host delivered late is owed and sent, ticks_lost is 0) and KVM's in
+  // reinject mode. A busy host then delays the last ticks and the exit, never the count, so the
+  // guest ends within N/hz plus its exit; 30% + 0.35 s covers a vCPU thread run late on a loaded
+  // 2-core host, and a rate bug (half speed: 2x) still fails. The LAPIC timer and the RTC
+  // coalesce interrupts a vCPU that did not run could not take, as hardware does, so on a busy
+  // host the guest legitimately counts slower: their rates are checked by the RTC's unit tests
+  // (fake clock) and KVM's own.
+  if (c.timer == "pit") {
+    EXPECT_LT(vm_s, expected_s * 1.3 + 0.35) << "guest time far beyond ticks/hz";
+  }
 
   if (c.pit == "user" && c.timer == "pit") {
-    // minivmm's own PIT injected them: at least what the guest counted, plus only the ticks
-    // that arrive while the guest prints its last lines and exits (one emulated exit per
-    // console byte: a few milliseconds, more when the suite runs VMs in parallel on two cores).
-    // 50 ms worth still catches any double delivery, which would add ~N.
+    // minivmm's own PIT injected them: at least what the guest counted, and no more than the
+    // grid of the whole run (the guest's exit takes as long as the host makes it, and ticks go
+    // on meanwhile: counted in vm time, that is still the grid).
     const auto injected = s["guest"]["ticks_injected"].get<std::uint64_t>();
     // Less the edges the acknowledgement audit counted as merged: one it judged in doubt can
     // have been taken after all (its injection was still in KVM's irqfd worker when the count
@@ -81,7 +91,7 @@ TEST_P(BootTest, GuestTicksAtRequestedRateAndExitsThroughDebugExit) {
     // such in one 250 Hz run, so the bound is what was sent, merged or not.
     const std::uint64_t doubt = s["devices"]["pit"].value("ticks_merged", 0u);
     EXPECT_GE(injected + doubt, static_cast<std::uint64_t>(c.ticks)) << s["devices"]["pit"].dump();
-    EXPECT_LE(injected, static_cast<std::uint64_t>(c.ticks + 2 + c.hz / 20));
+    EXPECT_LE(injected, grid + doubt) << "more ticks than the grid of " << vm_s << " s";
     EXPECT_EQ(s["guest"]["ticks_lost"].get<std::uint64_t>(), 0u);
     if (s["pit_tick"] == "vcpu") {
       // The vCPU thread took every expiry itself: one KVM_RUN interruption and one timer signal
@@ -138,7 +148,7 @@ TEST_P(BootTest, GuestTicksAtRequestedRateAndExitsThroughDebugExit) {
     // Each periodic interrupt the guest counted was raised by minivmm's RTC.
     const auto irqs = s["devices"]["rtc"]["periodic_irqs"].get<std::uint64_t>();
     EXPECT_GE(irqs, static_cast<std::uint64_t>(c.ticks));
-    EXPECT_LE(irqs, static_cast<std::uint64_t>(c.ticks + 2 + c.hz / 20));
+    EXPECT_LE(irqs, grid) << "more periodic interrupts than the grid of " << vm_s << " s";
   }
   EXPECT_EQ(s["exit"]["code"].get<int>(), kGuestSuccess);
 }
@@ -197,6 +207,7 @@ TEST_P(BootIoapicTest, PitTicksThroughTheIoapicAreCountedAndAcknowledged) {
   ASSERT_TRUE(r.stats.has_value()) << r.err;
   const auto& s = *r.stats;
   const auto& pit = s["devices"]["pit"];
+  // As in the boot matrix: minivmm's PIT loses no tick, so a busy host stretches only the exit.
   EXPECT_GT(s["time"]["vm_s"].get<double>(), 600.0 / 250 - 0.01);
   EXPECT_LT(s["time"]["vm_s"].get<double>(), 600.0 / 250 * 1.3 + 0.35);
   EXPECT_EQ(s["guest"]["ticks_lost"].get<std::uint64_t>(), 0u);
@@ -274,8 +285,16 @@ TEST(BootDurationTest, IdleGuestRunsUntilDurationAndReportsCost) {
   ASSERT_TRUE(r.stats.has_value());
   const auto& s = *r.stats;
   const auto injected = s["guest"]["ticks_injected"].get<std::uint64_t>();
-  // 2 s at 250 Hz; the guest programs its PIT a moment after start.
-  EXPECT_NEAR(static_cast<double>(injected), 500.0, 3.0) << s["devices"]["pit"].dump();
+  const auto owed = s["devices"]["pit"]["ticks_owed"].get<std::uint64_t>();
+  // 2 s of vm_clock at 250 Hz, counted against vm_clock itself: at most its grid, and at least
+  // the grid less the guest's boot (it programs its PIT a moment after start; 0.1 s is a
+  // hundred times what that takes) and what was owed but not yet sent at the end. The run
+  // lasting longer than 2 s of wall time on a busy host changes neither side.
+  const double vm_s = s["time"]["vm_s"].get<double>();
+  EXPECT_LE(injected, static_cast<std::uint64_t>(vm_s * 250) + 2) << s["devices"]["pit"].dump();
+  EXPECT_GE(static_cast<double>(injected + owed), (vm_s - 0.1) * 250)
+      << s["devices"]["pit"].dump();
+  EXPECT_EQ(s["guest"]["ticks_lost"].get<std::uint64_t>(), 0u);
   EXPECT_EQ(s["loop"]["false_wakeups"].get<std::uint64_t>(), 0u);
   EXPECT_EQ(s["loop_syscalls"]["timer_gettime"].get<std::uint64_t>(), 0u);
   // The console shows the guest's once-a-second line.
