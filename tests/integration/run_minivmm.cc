@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -42,6 +43,11 @@ std::optional<std::string> kvm_unavailable_reason() {
   if (fd < 0) return std::string("/dev/kvm: ") + std::strerror(errno);
   close(fd);
   return std::nullopt;
+}
+
+bool under_nested_kvm() {
+  const char* v = std::getenv("MINIVMM_NESTED_KVM");
+  return v != nullptr && std::string(v) == "1";
 }
 
 Child start_minivmm(const std::vector<std::string>& args, bool with_stats, bool console_to_file,

@@ -65,6 +65,14 @@ std::optional<std::string> kvm_unavailable_reason();
 
 const char* guest_image();
 
+// Whether this run is inside scripts/nested_kvm.sh (it sets MINIVMM_NESTED_KVM=1): a KVM under
+// QEMU's TCG, where every instruction of the L1 kernel, minivmm and the guest is emulated and
+// each VM exit costs a hundred times what it does on a KVM host. There the tests prove
+// behaviour (counts, exit codes, checksums, verdicts) and skip their time bounds: a gap, a
+// wall-clock window or a latency measured under TCG says nothing about minivmm
+// (docs/nested-kvm.md).
+bool under_nested_kvm();
+
 // The exit statuses the tests expect, written out as the contract they are (vmm/exit_code.h
 // documents them): a bad command line, a bad kernel image, and the guest's success through
 // debug-exit (it writes 0; QEMU's convention makes the status (0 << 1) | 1).

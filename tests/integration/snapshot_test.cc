@@ -86,6 +86,8 @@ TEST_P(BootSnapshotTickTest, RestoredGuestReachesItsLastTickExact) {
   const auto s = parse_stamps(restored.out), n = parse_stamps(plain.out);
   ASSERT_TRUE(s && n) << restored.out << plain.out;
   EXPECT_EQ(s->ticks, 2500u);
+  // Under nested KVM the gaps are TCG's (run_minivmm.h): the counts above are the verdict there.
+  if (under_nested_kvm()) return;
   // A restore that replayed the time on disk would show one long gap or a burst after it; one
   // that lost kvmclock's place, a gap of the whole run (or, going back, a "gap" of 2^64 - x).
   // The bounds are the normal run's, with slack for a noisy host: under nested KVM the normal
@@ -251,15 +253,24 @@ MemoryUse memory_use(pid_t pid) {
 // what a VMM that read guest RAM into anonymous memory would cost: the control that shows the
 // PSS measurement can tell the two apart. Returns the sums over the sixteen, measured while all
 // of them run.
+// Sixteen clones of 16 MiB on a KVM host; under nested KVM, where every guest read is emulated,
+// four of 8 MiB (the bounds below are per clone and in units of what each clone read back).
+struct CloneSize {
+  int clones;
+  int fill_mib;
+};
+CloneSize clone_size() { return under_nested_kvm() ? CloneSize{4, 8} : CloneSize{16, 16}; }
+
 MemoryUse run_sixteen_clones(bool one_file) {
+  const CloneSize size = clone_size();
   const std::string tag = one_file ? "clones" : "copies";
   const std::string sock = snap_path(tag + ".sock"), file = snap_path(tag + ".snap");
   Child child = start_minivmm({"run", "--kernel", guest_image(), "--cmdline",
-                               "timer=pit hz=250 ticks=1500 fill=16", "--no-console-input",
-                               "--api-socket", sock});
+                               "timer=pit hz=250 ticks=1500 fill=" + std::to_string(size.fill_mib),
+                               "--no-console-input", "--api-socket", sock});
   snapshot_then_kill(child, sock, "tick 250", file);
   std::vector<std::string> files;
-  for (int i = 0; i < 16; ++i) {
+  for (int i = 0; i < size.clones; ++i) {
     if (one_file) {
       files.push_back(file);
       continue;
@@ -290,7 +301,7 @@ MemoryUse run_sixteen_clones(bool one_file) {
   for (Child& c : clones) {
     const RunResult r = finish_minivmm(c, 120);
     EXPECT_EQ(r.exit_code, kGuestSuccess) << r.err << r.out;
-    EXPECT_TRUE(has(r.out, "fill: ok 16 MiB")) << r.out;
+    EXPECT_TRUE(has(r.out, "fill: ok " + std::to_string(size.fill_mib) + " MiB")) << r.out;
     EXPECT_TRUE(has(r.out, "done 1500")) << r.out;
     if (r.stats) {
       EXPECT_EQ((*r.stats)["guest"]["ticks_lost"].get<std::uint64_t>(), 0u);
@@ -305,34 +316,35 @@ MemoryUse run_sixteen_clones(bool one_file) {
 // write. Each clone's RSS holds the guest's 16 MiB it read back; shared, they count once in the
 // sum of the PSS (16 MiB over 16 clones, plus what each VMM has of its own). Unshared, the PSS
 // sum would be 16 x 16 MiB: the next test shows that this measurement sees it.
-TEST(BootSnapshotTest, SixteenClonesFinishExactAndShareTheirMemory) {
-  SKIP_WITHOUT_KVM();
-  const MemoryUse sum = run_sixteen_clones(true);
-  RecordProperty("pss_per_clone_kib", std::to_string(sum.pss_kb / 16));
-  RecordProperty("rss_per_clone_kib", std::to_string(sum.rss_kb / 16));
-  std::printf("sixteen clones of one file: PSS %llu KiB, RSS %llu KiB per clone\n",
-              static_cast<unsigned long long>(sum.pss_kb / 16),
-              static_cast<unsigned long long>(sum.rss_kb / 16));
-  EXPECT_LT(double(sum.pss_kb) / 16 / 1024, 8.0)
-      << "PSS " << sum.pss_kb << " KiB, RSS " << sum.rss_kb << " KiB over 16 clones";
-  EXPECT_GT(double(sum.rss_kb) / 16 / 1024, 16.0) << "the guest did not read its memory back";
+void expect_memory_use(const MemoryUse& sum, bool shared) {
+  const CloneSize size = clone_size();
+  const double pss = double(sum.pss_kb) / size.clones / 1024;
+  const double rss = double(sum.rss_kb) / size.clones / 1024;
+  ::testing::Test::RecordProperty("pss_per_clone_kib", std::to_string(sum.pss_kb / static_cast<std::uint64_t>(size.clones)));
+  ::testing::Test::RecordProperty("rss_per_clone_kib", std::to_string(sum.rss_kb / static_cast<std::uint64_t>(size.clones)));
+  std::printf("%d clones of %s, %d MiB each read back: PSS %.1f MiB, RSS %.1f MiB per clone\n",
+              size.clones, shared ? "one file" : "separate copies", size.fill_mib, pss, rss);
+  if (shared) {
+    EXPECT_LT(pss, size.fill_mib / 2.0) << "PSS " << sum.pss_kb << " KiB, RSS " << sum.rss_kb
+                                        << " KiB over " << size.clones << " clones";
+  } else {
+    EXPECT_GT(pss, double(size.fill_mib)) << "PSS " << sum.pss_kb << " KiB, RSS " << sum.rss_kb
+                                          << " KiB over " << size.clones << " clones";
+  }
+  EXPECT_GT(rss, double(size.fill_mib)) << "the guest did not read its memory back";
 }
 
-// The control: sixteen clones, each of its own copy of the file, share nothing of the guest's
-// memory, and the same measurement says so (PSS per clone at least the 16 MiB each read back).
-// Were the sharing test's PSS bound unable to fail (a parse that reads nothing), this one would
-// fail with it.
+TEST(BootSnapshotTest, SixteenClonesFinishExactAndShareTheirMemory) {
+  SKIP_WITHOUT_KVM();
+  expect_memory_use(run_sixteen_clones(true), true);
+}
+
+// The control: clones each of its own copy of the file share nothing of the guest's memory,
+// and the same measurement says so (PSS per clone at least what each read back). Were the
+// sharing test's PSS bound unable to fail (a parse that reads nothing), this one would fail.
 TEST(BootSnapshotTest, SixteenClonesOfSeparateCopiesShareNothing) {
   SKIP_WITHOUT_KVM();
-  const MemoryUse sum = run_sixteen_clones(false);
-  RecordProperty("pss_per_clone_kib", std::to_string(sum.pss_kb / 16));
-  RecordProperty("rss_per_clone_kib", std::to_string(sum.rss_kb / 16));
-  std::printf("sixteen clones of sixteen copies: PSS %llu KiB, RSS %llu KiB per clone\n",
-              static_cast<unsigned long long>(sum.pss_kb / 16),
-              static_cast<unsigned long long>(sum.rss_kb / 16));
-  EXPECT_GT(double(sum.pss_kb) / 16 / 1024, 16.0)
-      << "PSS " << sum.pss_kb << " KiB, RSS " << sum.rss_kb << " KiB over 16 clones";
-  EXPECT_GT(double(sum.rss_kb) / 16 / 1024, 16.0) << "the guest did not read its memory back";
+  expect_memory_use(run_sixteen_clones(false), false);
 }
 
 }  // namespace
