@@ -87,9 +87,12 @@ void Mc146818Rtc::load_state(StateReader& in) {
   if ((reg_b & kRegBSet) != 0 && (reg_b & kRegBUie) != 0) in.fail("register B has SET and UIE");
   if ((flags & ~kFlagBits) != 0) in.fail("register C flags outside PF/AF/UF");
   const auto in_range = [](Nanos t, std::int64_t max) { return t.count() >= -max && t.count() <= max; };
+  // RTC and wall-clock instants: 1970-2199, which the live device never leaves. So every
+  // difference of two of them fits in an int64, and so does one plus a vm_clock span.
+  const auto rtc_time = [](Nanos t) { return t.count() >= 0 && t.count() <= kMaxRtcNs; };
   if (!in_range(offset, kMaxRtcNs)) in.fail("a wall-clock offset of " + std::to_string(offset.count()) + " ns");
-  if (!in_range(last_scan, kMaxRtcNs) || !in_range(anchor_rtc, kMaxRtcNs) ||
-      !in_range(saved_host, kMaxRtcNs)) {
+  if (!rtc_time(last_scan) || !rtc_time(anchor_rtc) || !rtc_time(saved_host) ||
+      !rtc_time(host_clock_.now() + offset)) {
     in.fail("an RTC time outside 1970-2199");
   }
   if (anchor_vm.count() < 0 || anchor_vm.count() > kMaxVmNs || deadline.count() < 0 ||
@@ -133,10 +136,20 @@ void Mc146818Rtc::load_state(StateReader& in) {
   // RTC side moves on with it (by whole seconds, where every grid has a point), so the timer's
   // next expiries map to RTC time after the restore and keep setting PF on the same vm_clock
   // grid. The once-a-second check re-anchors what is left (the sub-second part).
+  // Both instants are 1970-2199 (checked above, and the host's clock is a clock), so
+  // their difference fits; the sum with the anchor may not, hence the checked add.
   const Nanos moved{floor_div((host_clock_.now() - saved_host).count(), kNsPerSecond) *
                     kNsPerSecond};
-  anchor_rtc_ = anchor_rtc + moved;
-  if (!in_range(anchor_rtc_, kMaxRtcNs)) in.fail("a wall clock that moved out of 1970-2199");
+  std::int64_t moved_anchor = 0;
+  if (__builtin_add_overflow(anchor_rtc.count(), moved.count(), &moved_anchor) ||
+      !rtc_time(Nanos{moved_anchor})) {
+    in.fail("a wall clock that moved out of 1970-2199");
+  }
+  // The grid's RTC time at the next deadline (on_timer's `predicted`) is an RTC time too.
+  if (deadline - anchor_vm > Nanos{kMaxRtcNs - moved_anchor}) {
+    in.fail("a timer deadline beyond 2199 on the RTC's grid");
+  }
+  anchor_rtc_ = Nanos{moved_anchor};
   timer_.arm_periodic(deadline, period);
 }
 

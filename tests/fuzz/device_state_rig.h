@@ -8,6 +8,16 @@
 //   kConsole      virtio-console into a counting sink
 //   kFwCfg        fw_cfg with one file ("etc/fuzz", 5 bytes)
 //   kPcTestdev    pc-testdev with all 24 lines wired to fake IRQ lines
+//   kPit          the i8254 PIT (delay policy, its own timer delivering: no pulse train)
+//   kRtc          the MC146818 RTC with 64 MiB of RAM in its CMOS bytes
+//   kUart         the 16550A UART with batching and its character timeout
+//   kI8042        the i8042 with its keyboard and both IRQ lines
+//
+// The board devices run on a fake vm_clock (and rt_clock) that stands at kLoadTime when a
+// record is loaded, as a restore sets vm_clock to the snapshot's instant first: the seeds are
+// saved before it, so their instants are in the past of every load. After a successful load
+// the target runs the device for a while on that clock (drive_board() in device_state_fuzz.cc),
+// so a record whose fields pass the checks but overflow later is found too.
 //
 // The virtio devices share 64 KiB of guest RAM (FakeGuestRam), cleared per input by the
 // caller; the records' ring addresses point into it.
@@ -25,6 +35,10 @@
 #include <vector>
 
 #include "devices/bus/byte_sink.h"
+#include "devices/pc/i8042.h"
+#include "devices/pc/i8254/i8254_pit.h"
+#include "devices/pc/mc146818_rtc.h"
+#include "devices/pc/uart_16550.h"
 #include "devices/bus/device_state.h"
 #include "devices/host/block_file.h"
 #include "devices/testdev/fw_cfg.h"
@@ -33,13 +47,31 @@
 #include "devices/virtio/net/virtio_net.h"
 #include "devices/virtio/virtio_console.h"
 #include "devices/virtio/virtio_mmio_transport.h"
+#include "tests/support/fake_clock.h"
 #include "tests/support/fake_irq_line.h"
 #include "tests/support/fake_net_backend.h"
 #include "tests/support/fake_virtio_driver.h"
+#include "timers/timer_list.h"
 
 namespace minivmm::fuzz {
 
-enum class StateTarget : std::uint8_t { kBlk, kNet, kConsole, kFwCfg, kPcTestdev, kCount };
+// New targets go last: a seed's first byte is its target.
+enum class StateTarget : std::uint8_t {
+  kBlk,
+  kNet,
+  kConsole,
+  kFwCfg,
+  kPcTestdev,
+  kPit,
+  kRtc,
+  kUart,
+  kI8042,
+  kCount
+};
+
+// Where the fake vm_clock stands when a record is loaded, and where seeds start (before it).
+inline constexpr timers::Nanos kLoadTime{100'000'000'000};
+inline constexpr timers::Nanos kSeedTime{10'000'000'000};
 
 inline constexpr std::size_t kStateRamBytes = 0x10000;
 inline constexpr std::size_t kStateDiskBytes = 64 * 512;
@@ -80,8 +112,21 @@ class CountingSink final : public devices::ByteSink {
 // One device of `target`, fresh. transport() is null for the board devices.
 class StateRig {
  public:
-  StateRig(StateTarget target, const testing::FakeGuestRam& ram) : target_(target) {
+  StateRig(StateTarget target, const testing::FakeGuestRam& ram, timers::Nanos now = kLoadTime)
+      : target_(target), clock_(now) {
     switch (target) {
+      case StateTarget::kPit:
+        pit_ = std::make_unique<devices::I8254Pit>(vm_timers_, irq_);
+        break;
+      case StateTarget::kRtc:
+        rtc_ = std::make_unique<devices::Mc146818Rtc>(vm_timers_, wall_, irq_, 64ull << 20);
+        break;
+      case StateTarget::kUart:
+        uart_ = std::make_unique<devices::Uart16550>(irq_, sink_, &rt_timers_, &vm_timers_);
+        break;
+      case StateTarget::kI8042:
+        i8042_ = std::make_unique<devices::I8042>([] {}, &irq_, &aux_irq_);
+        break;
       case StateTarget::kBlk:
         blk_ = std::make_unique<devices::VirtioBlk>(
             devices::BlockFile::open("/proc/self/fd/" + std::to_string(state_disk_fd()), false),
@@ -122,8 +167,23 @@ class StateRig {
   devices::StatefulDevice& device() {
     if (transport_) return *transport_;
     if (fw_cfg_) return *fw_cfg_;
+    if (pit_) return *pit_;
+    if (rtc_) return *rtc_;
+    if (uart_) return *uart_;
+    if (i8042_) return *i8042_;
     return *testdev_;
   }
+  // The board device's port window, or null for the others.
+  devices::PortIoDevice* ports() {
+    if (pit_) return pit_.get();
+    if (rtc_) return rtc_.get();
+    if (uart_) return uart_.get();
+    if (i8042_) return i8042_.get();
+    return nullptr;
+  }
+  testing::FakeClock& clock() { return clock_; }
+  timers::TimerList& vm_timers() { return vm_timers_; }
+  timers::TimerList& rt_timers() { return rt_timers_; }
   devices::VirtioMmioTransport* transport() { return transport_.get(); }
   devices::VirtioConsole* console() { return console_.get(); }
   devices::FwCfg* fw_cfg() { return fw_cfg_.get(); }
@@ -132,7 +192,12 @@ class StateRig {
 
  private:
   StateTarget target_;
+  testing::FakeClock clock_;
+  testing::FakeClock wall_{timers::Nanos{1'700'000'000'000'000'000}};  // 2023, for the RTC
+  timers::TimerList vm_timers_{timers::ClockType::kVm, clock_};
+  timers::TimerList rt_timers_{timers::ClockType::kRt, clock_};
   testing::FakeIrqLine irq_;
+  testing::FakeIrqLine aux_irq_;
   testing::FakeNetBackend backend_;
   CountingSink sink_;
   std::array<testing::FakeIrqLine, devices::PcTestdevIrq::kLines> lines_;
@@ -141,6 +206,10 @@ class StateRig {
   std::unique_ptr<devices::VirtioConsole> console_;
   std::unique_ptr<devices::FwCfg> fw_cfg_;
   std::unique_ptr<devices::PcTestdev> testdev_;
+  std::unique_ptr<devices::I8254Pit> pit_;
+  std::unique_ptr<devices::Mc146818Rtc> rtc_;
+  std::unique_ptr<devices::Uart16550> uart_;
+  std::unique_ptr<devices::I8042> i8042_;
   std::unique_ptr<devices::VirtioMmioTransport> transport_;  // last: goes first
 };
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tests/fuzz/device_state_rig.h"
+#include "tests/support/time_driver.h"
 
 namespace {
 
@@ -108,6 +109,59 @@ void board_seeds(Seeds& s, FakeGuestRam& mem) {
   s.add("pc_testdev_line_raised", rig);
 }
 
+void out(dev::PortIoDevice& d, std::uint16_t offset, std::uint8_t v) {
+  d.write(offset, std::span<const std::uint8_t>(&v, 1));
+}
+
+// The board devices as a guest leaves them: programmed, and run for a while on their clock
+// (from kSeedTime, before the fuzz target's kLoadTime).
+void clocked_seeds(Seeds& s, FakeGuestRam& mem) {
+  using namespace std::chrono_literals;
+  {
+    StateRig rig(StateTarget::kPit, mem, minivmm::fuzz::kSeedTime);
+    out(*rig.ports(), 3, 0x34);  // counter 0, LSB then MSB, mode 2
+    out(*rig.ports(), 0, 0xa5);  // 4773: 250 Hz
+    out(*rig.ports(), 0, 0x12);
+    minivmm::testing::advance(rig.clock(), {&rig.vm_timers(), &rig.rt_timers()}, 1s);
+    s.add("pit_periodic_250hz", rig);
+  }
+  {
+    StateRig rig(StateTarget::kPit, mem, minivmm::fuzz::kSeedTime);
+    out(*rig.ports(), 3, 0xb0);  // counter 2, LSB then MSB, mode 0 (one-shot)
+    out(*rig.ports(), 2, 0xff);
+    out(*rig.ports(), 2, 0xff);
+    out(*rig.ports(), 3, 0xc2);  // read-back: latch counter 0's count and status
+    s.add("pit_one_shot_latched", rig);
+  }
+  {
+    StateRig rig(StateTarget::kRtc, mem, minivmm::fuzz::kSeedTime);
+    out(*rig.ports(), 0, 0x0a);
+    out(*rig.ports(), 1, 0x26);  // 32.768 kHz base, 1024 Hz periodic rate
+    out(*rig.ports(), 0, 0x0b);
+    out(*rig.ports(), 1, 0x62);  // periodic and alarm interrupts, 24-hour mode
+    out(*rig.ports(), 0, 0x01);
+    out(*rig.ports(), 1, 0xc0);  // alarm seconds: don't care
+    minivmm::testing::advance(rig.clock(), {&rig.vm_timers(), &rig.rt_timers()}, 1500ms);
+    s.add("rtc_periodic_and_alarm", rig);
+  }
+  {
+    StateRig rig(StateTarget::kUart, mem, minivmm::fuzz::kSeedTime);
+    out(*rig.ports(), 3, 0x83);  // DLAB, 8N1
+    out(*rig.ports(), 0, 0x01);  // 115200
+    out(*rig.ports(), 3, 0x03);
+    out(*rig.ports(), 2, 0xc7);  // FIFOs on, cleared, trigger 14
+    out(*rig.ports(), 1, 0x0f);  // every interrupt
+    for (const char c : std::string("seed")) out(*rig.ports(), 0, static_cast<std::uint8_t>(c));
+    minivmm::testing::advance(rig.clock(), {&rig.vm_timers(), &rig.rt_timers()}, 10ms);
+    s.add("uart_fifo_interrupts", rig);
+  }
+  StateRig rig(StateTarget::kI8042, mem, minivmm::fuzz::kSeedTime);
+  out(*rig.ports(), 4, 0x60);  // write the command byte...
+  out(*rig.ports(), 0, 0x47);  // ...keyboard and aux interrupts, translation
+  out(*rig.ports(), 0, 0xf2);  // the keyboard: identify (its answer queued)
+  s.add("i8042_keyboard_answer_queued", rig);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -122,6 +176,7 @@ int main(int argc, char** argv) {
   net_seeds(seeds, mem);
   console_seeds(seeds, mem);
   board_seeds(seeds, mem);
+  clocked_seeds(seeds, mem);
   std::printf("%d seeds\n", seeds.count());
   return 0;
 }

@@ -168,7 +168,7 @@ void TickDelivery::save_state(StateWriter& out, std::uint64_t due_ticks) const {
   out.boolean(carried_abandoned_ || audit_.abandoned());
 }
 
-TickDelivery::Saved TickDelivery::read_state(StateReader& in) {
+TickDelivery::Saved TickDelivery::read_state(StateReader& in, Nanos now) {
   Saved s;
   s.owed_ticks = in.u64();
   s.stats = read_delivery_stats(in);
@@ -179,6 +179,17 @@ TickDelivery::Saved TickDelivery::read_state(StateReader& in) {
   if (s.owed_ticks > kMaxOwedTicks) {
     in.fail(std::to_string(s.owed_ticks) + " ticks owed (at most " +
             std::to_string(kMaxOwedTicks) + ")");
+  }
+  // IRQ0's edges come at most once per input clock tick (a count of 1), so no counter of them
+  // can exceed the ticks vm_clock holds (plus what a lost-tick policy may have dropped or owed
+  // on top). The live device adds to these and does arithmetic on their differences.
+  const std::uint64_t most = pit_ticks_in(now) + kMaxOwedTicks;
+  for (const std::uint64_t v :
+       {s.stats.ticks_injected, s.stats.ticks_late, s.stats.ticks_lost, s.stats.ticks_coalesced,
+        s.stats.ticks_missed, s.stats.ticks_redelivered, s.stats.train_starts,
+        s.stats.train_fallbacks, s.stats.fallback_ticks, s.merged, s.audits,
+        s.train_delivered}) {
+    if (v > most) in.fail("a tick count of " + std::to_string(v) + ", more than vm_clock holds");
   }
   return s;
 }
@@ -191,6 +202,10 @@ void TickDelivery::restore(const Saved& saved, Nanos now) noexcept {
   carried_audits_ = saved.audits;
   carried_delivered_ = saved.train_delivered;
   carried_abandoned_ = saved.abandoned;
+  // The train's trouble check counts what is new since its baselines: the loaded counts are
+  // not new (a train started by the reschedule before this took the fresh device's zeros).
+  missed_checked_ = stats_.ticks_missed;
+  trouble_seen_ = audit_.edges_merged();
   // What was owed goes out at the guest's pace, as it would have: first try at the first retry.
   if (owed_ticks_ > 0) retry_timer_.arm_at(now + retry_delay_);
 }
@@ -226,7 +241,7 @@ void I8254Pit::load_state(StateReader& in) {
   chip.period_clamps = in.u64();
   chip.timer_arms = in.u64();
   chip.bad_accesses = in.u64();
-  const TickDelivery::Saved delivery = TickDelivery::read_state(in);
+  const TickDelivery::Saved delivery = TickDelivery::read_state(in, now);
   in.expect_end();
   // Counters 0 and 1 have GATE tied high on a PC: a record that lowered one is not a PC's.
   if (!channels[0].gate() || !channels[1].gate()) in.fail("counter 0 or 1 with GATE low");

@@ -157,7 +157,10 @@ void TickDelivery::check_train_locked(Nanos now) noexcept {
   trouble_counts_ = audit_.acknowledged_once() || !audit_.active();
   const std::uint64_t fresh = fresh_missed + (settled ? fresh_merged : 0);
   if (fresh < kFallbackTroubleEdges) return;
-  if (static_cast<std::int64_t>(fresh) * kFallbackTroubleShare < periods) return;
+  // fresh * share < periods, without a product that could overflow.
+  const auto share = static_cast<std::uint64_t>(kFallbackTroubleShare);
+  const auto whole = static_cast<std::uint64_t>(std::max<std::int64_t>(periods, 0));
+  if (fresh < (whole + share - 1) / share) return;
   fall_back_locked(now);
 }
 

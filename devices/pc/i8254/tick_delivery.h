@@ -146,7 +146,9 @@ class TickDelivery {
   // (kDelay's late grid points): the record owes them too, since the restored grid starts
   // after now.
   void save_state(StateWriter& out, std::uint64_t due_ticks) const;
-  static Saved read_state(StateReader& in);
+  // `now`: vm_clock at the load. Every count is bounded by what a PIT could have counted by
+  // then (one edge per input clock tick at most), so nothing loaded overflows what it feeds.
+  static Saved read_state(StateReader& in, timers::Nanos now);
   // After restart() gave the restored program its schedule: takes `saved` over and, if ticks
   // are owed, arms the retry that delivers them. `periodic` must be true if any are owed.
   void restore(const Saved& saved, timers::Nanos now) noexcept;

@@ -4,6 +4,8 @@
 // records (short, one byte long, impossible values) must be refused with StateError.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <chrono>
 #include <cstdint>
 #include <vector>
@@ -211,6 +213,27 @@ TEST(RtcStateTest, HostileRecordsAreRefused) {
   EXPECT_THROW(load(e.rtc, bad), StateError);
 }
 
+// Issue 31: a record whose times passed the range checks one by one could still overflow once
+// combined (the wall clock's move across the restore added to a far anchor: UBSan's signed
+// overflow). Every RTC instant is now 1970-2199, as the live device keeps them.
+TEST(RtcStateTest, AWallClockInstantBefore1970IsRefusedBeforeAnyArithmetic) {
+  mt::FakeClock vm_clock;
+  mt::FakeClock wall(wall_epoch());
+  RtcRig a(vm_clock, wall);
+  a.set_reg(0x0a, 0x26);
+  a.set_reg(0x0b, 0x42);  // PIE: the timer runs, so the anchor is moved at the load
+  const auto record = save(a.rtc);
+  // The record ends with the saved host instant and the seven counters.
+  auto bad = record;
+  const std::size_t saved_host = bad.size() - 7 * 8 - 8;
+  const std::int64_t far_past = -7'000'000'000'000'000'000;
+  std::memcpy(bad.data() + saved_host, &far_past, sizeof far_past);
+  RtcRig b(vm_clock, wall);
+  EXPECT_THROW(load(b.rtc, bad), StateError);
+  RtcRig c(vm_clock, wall);
+  EXPECT_NO_THROW(load(c.rtc, record));
+}
+
 // --- i8042 ----------------------------------------------------------------------------------
 
 TEST(I8042StateTest, RoundTripKeepsQueuedKeyboardBytes) {
@@ -364,6 +387,57 @@ TEST(PitStateTest, HostileRecordsAreRefused) {
   for (int i = 0; i < 4; ++i) bad[static_cast<std::size_t>(15 + i)] = 0;
   PitRig f(clock);
   EXPECT_THROW(load(f.pit, bad), StateError);
+}
+
+// The record's tick counters, from its end: owed, the nine delivery counts, then merged,
+// audits, the train's delivered count, and the abandoned flag.
+constexpr std::size_t kTicksMissedFromEnd = 1 + 3 * 8 + (9 - 4) * 8;
+
+// Issue 31: a counter no PIT could have reached (more edges than vm_clock holds input clock
+// ticks) was accepted, and the train's trouble check multiplied it into a signed overflow once
+// the guest ran. Refused at the load now.
+TEST(PitStateTest, ACountBeyondWhatVmClockHoldsIsRefused) {
+  mt::FakeClock clock;
+  PitRig a(clock);
+  a.program(0, 2, 1193);
+  mt::advance(clock, a.list, 5ms);
+  auto bad = save(a.pit);
+  const std::uint64_t huge = std::uint64_t{1} << 62;
+  std::memcpy(bad.data() + bad.size() - kTicksMissedFromEnd, &huge, sizeof huge);
+  PitRig b(clock);
+  EXPECT_THROW(load(b.pit, bad), StateError);
+}
+
+// The counts a record carries are history, not news: a restored train does not judge itself by
+// the edges a train before the snapshot missed (its baselines were the fresh device's zeros
+// when the reschedule started it, before the record's counts were set).
+TEST(PitStateTest, ARestoredTrainIsNotHeldForTheMissesOfTheOneBeforeIt) {
+  mt::FakeClock clock;
+  timers::TimerList list(timers::ClockType::kVm, clock);
+  mt::FakeIrqLine irq0;
+  I8254Pit pit(list, irq0);
+  out8(pit, 3, 0x34);
+  out8(pit, 0, 1193 & 0xff);
+  out8(pit, 0, 1193 >> 8);
+  mt::advance(clock, list, 2s);
+  auto record = save(pit);
+  const std::uint64_t missed = 1000;  // well within the 2 s of ticks vm_clock holds
+  std::memcpy(record.data() + record.size() - kTicksMissedFromEnd, &missed, sizeof missed);
+  mt::FakePulseTrain train;
+  train.clock = &clock;
+  timers::TimerList list2(timers::ClockType::kVm, clock);
+  mt::FakeIrqLine irq2(true);  // acknowledgements: the audit (and its trouble check) runs
+  I8254Pit restored(list2, irq2, LostTickPolicy::kDelay, &train);
+  load(restored, record);
+  ASSERT_EQ(train.starts.size(), 1u);
+  for (int i = 0; i < 3000; ++i) {
+    clock.advance(1ms);
+    train.pulse_new_edges(irq2);
+    irq2.service();  // the guest takes every tick
+    list2.run_expired(clock.now());
+  }
+  EXPECT_EQ(restored.stats().train_fallbacks, 0u) << "held for the old train's misses";
+  EXPECT_EQ(restored.stats().ticks_missed, missed);
 }
 
 // --- The small board devices ----------------------------------------------------------------
