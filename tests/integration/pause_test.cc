@@ -103,7 +103,13 @@ TEST_P(BootPauseTest, PausedGuestGetsNoTicksAndNoBurstOnResume) {
   }
   if (GetParam() == "kernel") {
     const auto& kt = (*res.stats)["devices"]["pit"]["kernel_train"];
-    EXPECT_GE(kt["generations"].get<std::uint64_t>(), 2u) << "not re-armed after the pause";
+    // Re-armed on the grid after the pause, unless the PIT had already given the train up for
+    // its own timer (a host too busy to run KVM's injection worker in time: issue 25's
+    // fallback, seen under nested KVM), which then delivers across the pause instead.
+    const auto& pit = (*res.stats)["devices"]["pit"];
+    if (pit["train_fallbacks"].get<std::uint64_t>() == 0) {
+      EXPECT_GE(kt["generations"].get<std::uint64_t>(), 2u) << "not re-armed after the pause";
+    }
   }
 }
 

@@ -303,7 +303,10 @@ MemoryUse run_sixteen_clones(bool one_file) {
     EXPECT_EQ(r.exit_code, kGuestSuccess) << r.err << r.out;
     EXPECT_TRUE(has(r.out, "fill: ok " + std::to_string(size.fill_mib) + " MiB")) << r.out;
     EXPECT_TRUE(has(r.out, "done 1500")) << r.out;
-    if (r.stats) {
+    // No tick lost where the host can run the clones: under nested KVM four guests reading
+    // their memory back on two emulated CPUs fall behind by more than the PIT may owe (its
+    // cap), which is the host's speed, not a behaviour (the tick tests hold it there).
+    if (r.stats && !under_nested_kvm()) {
       EXPECT_EQ((*r.stats)["guest"]["ticks_lost"].get<std::uint64_t>(), 0u);
     }
   }
