@@ -70,7 +70,8 @@ if [[ ! -f $cache/initrd.gz || $0 -nt $cache/initrd.gz ]]; then
   for m in drivers/virtio/virtio_ring drivers/virtio/virtio drivers/virtio/virtio_pci_modern_dev \
            drivers/virtio/virtio_pci_legacy_dev drivers/virtio/virtio_pci net/9p/9pnet \
            net/9p/9pnet_virtio fs/netfs/netfs fs/fscache/fscache fs/9p/9p virt/lib/irqbypass \
-           drivers/crypto/ccp/ccp arch/x86/kvm/kvm arch/x86/kvm/kvm-amd; do
+           drivers/crypto/ccp/ccp arch/x86/kvm/kvm arch/x86/kvm/kvm-amd drivers/net/tun \
+           drivers/net/veth; do
     cp "$moddir/$m.ko" "$cache/initrd/mod/"
   done
   cat >"$cache/initrd/init" <<'EOF'
@@ -81,7 +82,7 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs dev /dev
 for m in virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci 9pnet \
-         9pnet_virtio netfs fscache 9p irqbypass ccp kvm kvm-amd; do
+         9pnet_virtio netfs fscache 9p irqbypass ccp kvm kvm-amd tun veth; do
   insmod /mod/$m.ko || echo "nested: insmod $m failed"
 done
 [ -c /dev/kvm ] || echo "nested: no /dev/kvm after loading kvm-amd"
@@ -112,7 +113,8 @@ fi
 job=$(mktemp -d "$cache/job.XXXXXX")
 trap 'rm -rf "$job"' EXIT
 {
-  echo "export PATH='$PATH' HOME='$HOME' TERM=dumb"
+  # MINIVMM_NESTED_KVM: the tests skip their time bounds in here (tests/integration/run_minivmm.h).
+  echo "export PATH='$PATH' HOME='$HOME' TERM=dumb MINIVMM_NESTED_KVM=1"
   echo "mount -t tmpfs tmp /tmp"
   printf 'cd %q || exit 125\n' "$PWD"
   printf '%q ' "$@"
