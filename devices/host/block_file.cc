@@ -10,22 +10,61 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <climits>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "devices/host/iov_advance.h"
 
 namespace minivmm::devices {
+namespace {
+
+// What /proc says the descriptor is (the kernel's own resolution: absolute, no symlinks), or
+// the given path made absolute where /proc is missing or the file was already unlinked.
+std::string resolve_open_path(int fd, const std::string& given) {
+  char buf[PATH_MAX];
+  const std::string link = "/proc/self/fd/" + std::to_string(fd);
+  const ssize_t n = ::readlink(link.c_str(), buf, sizeof buf - 1);
+  if (n > 0 && buf[0] == '/') {
+    std::string p(buf, static_cast<std::size_t>(n));
+    constexpr std::string_view kDeleted = " (deleted)";
+    if (!p.ends_with(kDeleted)) return p;
+  }
+  if (char* real = ::realpath(given.c_str(), nullptr)) {
+    std::string p(real);
+    std::free(real);
+    return p;
+  }
+  return given;
+}
+
+}  // namespace
 
 BlockFile BlockFile::open(const std::string& path, bool read_only) {
-  const int fd = ::open(path.c_str(), (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO (or a device that waits for carrier) would block open() until a writer
+  // came, and the VMM has its stop signals blocked while it sets up: nothing could end it but
+  // SIGKILL. The type is judged on the open fd, then the flag is dropped for the disk's I/O.
+  const int fd = ::open(path.c_str(), (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
-    throw BlockFileError("drive " + path + ": " + std::strerror(errno));
+    const int err = errno;
+    // A socket (ENXIO) or a directory opened for writing (EISDIR) says why badly: name the type.
+    struct stat what {};
+    if (::stat(path.c_str(), &what) == 0 && !S_ISREG(what.st_mode) && !S_ISBLK(what.st_mode)) {
+      throw BlockFileError("drive " + path + ": not a regular file or block device");
+    }
+    throw BlockFileError("drive " + path + ": " + std::strerror(err));
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw BlockFileError("drive " + path + ": " + std::strerror(err));
+  }
+  if ((S_ISREG(st.st_mode) || S_ISBLK(st.st_mode)) &&
+      ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
     const int err = errno;
     ::close(fd);
     throw BlockFileError("drive " + path + ": " + std::strerror(err));
@@ -58,12 +97,15 @@ BlockFile BlockFile::open(const std::string& path, bool read_only) {
     }
     throw BlockFileError("drive " + path + ": cannot lock it: " + std::strerror(err));
   }
-  return BlockFile(fd, path, read_only, size);
+  BlockFile file(fd, path, read_only, size);
+  file.resolved_path_ = resolve_open_path(fd, path);
+  return file;
 }
 
 BlockFile::BlockFile(BlockFile&& other) noexcept
     : fd_(std::exchange(other.fd_, -1)),
       path_(std::move(other.path_)),
+      resolved_path_(std::move(other.resolved_path_)),
       read_only_(other.read_only_),
       size_(other.size_) {}
 

@@ -32,6 +32,9 @@ class BlockFile {
   ~BlockFile();
 
   const std::string& path() const noexcept { return path_; }
+  // The file this drive opened, as an absolute path with every symlink resolved (what a
+  // snapshot records, so that a restore in another folder opens the same file).
+  const std::string& resolved_path() const noexcept { return resolved_path_; }
   bool read_only() const noexcept { return read_only_; }
   std::uint64_t size_bytes() const noexcept { return size_; }
   // For an io_uring that registers the file (BlockUring): the descriptor stays this object's.
@@ -52,6 +55,7 @@ class BlockFile {
 
   int fd_ = -1;
   std::string path_;
+  std::string resolved_path_;
   bool read_only_ = false;
   std::uint64_t size_ = 0;
 };

@@ -83,7 +83,13 @@ MappedFile MappedFile::open(const std::string& option, const std::string& path, 
   // O_NONBLOCK: opening a FIFO nobody writes to must not hang; fstat on the open fd (not stat
   // on the path) so that what is checked is what is mapped.
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
-  if (!fd.valid()) throw fail(std::string("cannot be opened: ") + std::strerror(errno));
+  if (!fd.valid()) {
+    const int err = errno;
+    // A socket says ENXIO, which names nothing: say what it is not.
+    struct stat what {};
+    if (::stat(path.c_str(), &what) == 0 && !S_ISREG(what.st_mode)) throw fail("is not a regular file");
+    throw fail(std::string("cannot be opened: ") + std::strerror(err));
+  }
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) throw fail(std::string("cannot be read: ") + std::strerror(errno));
   if (!S_ISREG(st.st_mode)) throw fail("is not a regular file");

@@ -248,7 +248,15 @@ SnapshotFile SnapshotFile::open(const std::string& path) {
   f.path = path;
   // O_NONBLOCK: a FIFO given as the snapshot would block open() until a writer came.
   f.fd.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-  if (!f.fd.valid()) throw SnapshotError("'" + path + "': " + errno_text());
+  if (!f.fd.valid()) {
+    const std::string why = errno_text();
+    // A socket says ENXIO, which names nothing: say what it is not.
+    struct stat what {};
+    if (::stat(path.c_str(), &what) == 0 && !S_ISREG(what.st_mode)) {
+      throw SnapshotError("'" + path + "' is not a regular file");
+    }
+    throw SnapshotError("'" + path + "': " + why);
+  }
   struct stat st {};
   if (::fstat(f.fd.get(), &st) != 0) throw SnapshotError("'" + path + "': " + errno_text());
   if (!S_ISREG(st.st_mode)) throw SnapshotError("'" + path + "' is not a regular file");
