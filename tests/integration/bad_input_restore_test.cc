@@ -13,13 +13,14 @@
 #include <vector>
 
 #include "run_minivmm.h"
+#include "test_snapshot.h"
 #include "vmm/snapshot/snapshot_config.h"
 #include "vmm/snapshot/snapshot_file.h"
 
 namespace minivmm::testing {
 namespace {
 
-constexpr std::uint64_t kRam = 64ull << 20;
+constexpr std::uint64_t kRam = kTestSnapshotRam;
 
 class BadInputRestoreTest : public ::testing::Test {
  protected:
@@ -32,18 +33,9 @@ class BadInputRestoreTest : public ::testing::Test {
   // A snapshot file as minivmm writes one, of a 64 MiB one-vCPU guest, with `sections` as its
   // sections and memory of `ram` bytes (sparse).
   void write(const std::vector<vmm::SnapshotSection>& sections, std::uint64_t ram = kRam) {
-    const auto meta = vmm::encode_snapshot_metadata(sections, ram);
-    std::ofstream out(path_, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(meta.data()), static_cast<std::streamsize>(meta.size()));
-    out.close();
-    const std::uint64_t offset = (meta.size() + 4095) / 4096 * 4096;
-    ASSERT_EQ(truncate(path_.c_str(), static_cast<off_t>(offset + ram)), 0);
+    ASSERT_TRUE(write_test_snapshot(path_, sections, ram)) << path_;
   }
-  static std::vector<vmm::SnapshotSection> good_sections() {
-    vmm::Config c;
-    c.memory_bytes = kRam;
-    return {{"config", vmm::save_machine_config(c, {})}, {"vm_clock", std::vector<std::uint8_t>(8)}};
-  }
+  static std::vector<vmm::SnapshotSection> good_sections() { return test_snapshot_sections(); }
   void patch(std::size_t at, std::uint8_t v) {
     std::fstream f(path_, std::ios::binary | std::ios::in | std::ios::out);
     f.seekp(static_cast<std::streamoff>(at));
@@ -117,6 +109,40 @@ TEST_F(BadInputRestoreTest, NoConfigurationOrABadOne) {
   s[0].data[8] = 99;  // 99 vCPUs
   write(s);
   expect_one_line(restore(), kBadKernel, "99 vCPUs");
+}
+
+// Issue 31: what a snapshot's configuration record says is the file's business: exit 4, one
+// line, naming the file and the section, whatever bytes a name in it holds.
+TEST_F(BadInputRestoreTest, AConfigurationRecordErrorNamesTheFileAndTheSectionOnOneLine) {
+  vmm::Config c;
+  c.cpuid_mask = {"x2apic\nminivmm: error: forged second line"};
+  write(test_snapshot_sections(c));
+  const RunResult r = restore();
+  expect_one_line(r, kBadKernel, "--restore: " + path_ + ": config state: an unknown CPUID feature");
+  EXPECT_TRUE(has(r.err, "x2apic\\x0aminivmm")) << "the newline is shown, not obeyed: " << r.err;
+  auto s = good_sections();
+  s[0].data[8] = 17;  // 17 vCPUs
+  write(s);
+  expect_one_line(restore(), kBadKernel, "--restore: " + path_ + ": config state: 17 vCPUs");
+}
+
+// Issue 31: a drive path is stored resolved. One stored relative (an older minivmm) would open
+// whatever file of that name sits in the restoring process's folder: refused, unless the drive
+// is given again.
+TEST_F(BadInputRestoreTest, ARelativeDrivePathInTheSnapshotIsRefusedUnlessGivenAgain) {
+  const std::string disk = path_ + ".img";
+  { std::ofstream(disk, std::ios::binary) << std::string(4096, 'd'); }
+  vmm::Config c;
+  vmm::DriveSpec d;
+  d.path = "disk.img";
+  c.drives.push_back(d);
+  write(test_snapshot_sections(c, {4096}));
+  expect_one_line(restore(), kBadKernel,
+                  "drive 0's path 'disk.img' is relative; give that drive with --restore-drive 0=PATH");
+  const RunResult given = restore({"--restore-drive", "0=" + disk, "--duration", "0.01"});
+  EXPECT_FALSE(has(given.err, "is relative")) << given.err;
+  EXPECT_NE(given.exit_code, kUsage) << given.err;
+  ::unlink(disk.c_str());
 }
 
 TEST_F(BadInputRestoreTest, AContradictingOptionIsAUsageError) {

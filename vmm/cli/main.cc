@@ -21,6 +21,7 @@
 #include "vmm/snapshot/snapshot_config.h"
 #include "vmm/snapshot/snapshot_file.h"
 #include "vmm/testrun/test_cli.h"
+#include "devices/bus/device_state.h"
 #include "vmm/vmm_error.h"
 
 namespace {
@@ -383,6 +384,13 @@ int main(int argc, char** argv) {
     given.drives = run->count("--drive") > 0;
     given.nets = run->count("--net") > 0;
     given.testdev = c.testdev;
+    // What the file says is its business: SnapshotError (the file) or StateError (its
+    // configuration record) is one line naming the file and the section, exit 4.
+    const auto bad_snapshot = [&](const std::string& why) {
+      minivmm::log::error("--restore: {}: {}", minivmm::vmm::one_line(restore_path),
+                          minivmm::vmm::one_line(why));
+      return to_int(ExitCode::kBadKernel);
+    };
     try {
       snapshot = minivmm::vmm::SnapshotFile::open(restore_path);
       const auto saved =
@@ -394,13 +402,30 @@ int main(int argc, char** argv) {
                                           std::to_string(snapshot->meta.memory_bytes));
       }
       if (const auto why = minivmm::vmm::merge_restored_config(c, given, saved, renamed)) {
-        std::fprintf(stderr, "minivmm: error: %s\n", why->c_str());
+        std::fprintf(stderr, "minivmm: error: %s\n", minivmm::vmm::one_line(*why).c_str());
         return to_int(ExitCode::kUsage);
       }
+      // A drive path is stored resolved; a relative one (an older minivmm's) would open
+      // whatever file of that name the current folder holds, so it must be given again.
+      for (std::size_t i = 0; i < c.drives.size(); ++i) {
+        const bool given_again = std::any_of(renamed.begin(), renamed.end(),
+                                             [&](const auto& r) { return r.first == i; });
+        if (!given_again && c.drives[i].path.front() != '/') {
+          throw minivmm::devices::StateError(
+              "config state: drive " + std::to_string(i) + "'s path '" + c.drives[i].path +
+              "' is relative; give that drive with --restore-drive " + std::to_string(i) +
+              "=PATH");
+        }
+      }
+    } catch (const minivmm::vmm::SnapshotError& e) {
+      // SnapshotFile::open's own messages already name the file.
+      if (!snapshot) {
+        minivmm::log::error("--restore: {}", minivmm::vmm::one_line(e.what()));
+        return to_int(ExitCode::kBadKernel);
+      }
+      return bad_snapshot(e.what());
     } catch (const std::exception& e) {
-      // SnapshotError (the file) or StateError (its configuration record): one line, exit 4.
-      minivmm::log::error("--restore: {}", e.what());
-      return to_int(ExitCode::kBadKernel);
+      return bad_snapshot(e.what());
     }
   }
 
@@ -430,10 +455,10 @@ int main(int argc, char** argv) {
     }
     return status;
   } catch (const minivmm::vmm::VmmError& e) {
-    minivmm::log::error("{}", e.what());
+    minivmm::log::error("{}", minivmm::vmm::one_line(e.what()));
     return to_int(e.code());
   } catch (const std::exception& e) {
-    minivmm::log::error("{}", e.what());
+    minivmm::log::error("{}", minivmm::vmm::one_line(e.what()));
     return to_int(ExitCode::kHostFailure);
   }
 }

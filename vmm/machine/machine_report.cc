@@ -175,7 +175,10 @@ RunReport Machine::collect_report() const {
   r.snapshot = {{"restored", restored_},
                 {"restore_ms", opt_ms(restore_ms_)},
                 {"taken", snapshots_taken_},
-                {"last_write_ms", opt_ms(last_snapshot_ms_)}};
+                {"last_write_ms", opt_ms(last_snapshot_ms_)},
+                // The files the drives opened (resolved): after a restore, which file each of
+                // the snapshot's drives is.
+                {"drives", drive_paths_}};
   r.seccomp = seccomp_json(vm_->sandbox);
   r.console_writes = board_->console_sink().stats().writes;
   return r;

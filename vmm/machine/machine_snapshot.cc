@@ -101,7 +101,13 @@ std::vector<std::pair<std::string, devices::StatefulDevice*>> Machine::stateful_
 
 std::vector<SnapshotSection> Machine::save_sections() const {
   std::vector<SnapshotSection> s;
-  s.push_back({"config", save_machine_config(config_, drive_sizes_)});
+  // The drives as the files they opened (absolute, symlinks resolved): a restore in another
+  // folder opens the same ones.
+  Config saved = config_;
+  for (std::size_t i = 0; i < saved.drives.size() && i < drive_paths_.size(); ++i) {
+    saved.drives[i].path = drive_paths_[i];
+  }
+  s.push_back({"config", save_machine_config(saved, drive_sizes_)});
   s.push_back({"cpuid", save_cpuid(vcpus_->cpuid())});
   StateWriter clock;
   clock.i64(loop_->vm_clock.now().count());

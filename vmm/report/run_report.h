@@ -86,7 +86,8 @@ struct RunReport {
   nlohmann::json api_socket;    // --api-socket counters; null otherwise
   // Snapshots (docs/snapshot.md): {"restored": bool, "restore_ms": from the start of the
   // machine's set-up to the restored guest's resume (null when booted), "taken": snapshots
-  // written, "last_write_ms": the last one's pause-to-written time (null before one)}.
+  // written, "last_write_ms": the last one's pause-to-written time (null before one),
+  // "drives": the file each drive opened, absolute, symlinks resolved}.
   nlohmann::json snapshot;
   // --seccomp: the mode and, per thread kind, how many threads loaded a filter and its rules.
   nlohmann::json seccomp;

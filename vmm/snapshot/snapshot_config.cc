@@ -1,9 +1,12 @@
 #include "vmm/snapshot/snapshot_config.h"
 
+#include <algorithm>
+
 #include "devices/bus/device_state.h"
 #include "vmm/cli/net_spec.h"
 #include "vmm/machine/board_layout.h"
 #include "vmm/vcpu/cpuid_policy.h"
+#include "vmm/vmm_error.h"
 
 namespace minivmm::vmm {
 namespace {
@@ -56,7 +59,17 @@ SavedMachine load_machine_config(std::span<const std::uint8_t> record) {
   c.cpu = static_cast<CpuModel>(cpu);
   const std::uint32_t masks = in.u32();
   if (masks > kMaxList) in.fail(std::to_string(masks) + " CPUID masks");
-  for (std::uint32_t i = 0; i < masks; ++i) c.cpuid_mask.push_back(in.text(kMaxText));
+  const auto& known = known_cpuid_features();
+  for (std::uint32_t i = 0; i < masks; ++i) {
+    std::string name = in.text(kMaxText);
+    // The names this minivmm writes are the ones --cpuid-mask takes: anything else is not a
+    // snapshot of it (and the name is quoted on one line, whatever bytes it holds).
+    if (std::none_of(known.begin(), known.end(),
+                     [&](const CpuidFeature& f) { return f.name == name; })) {
+      in.fail("an unknown CPUID feature '" + one_line(name) + "'");
+    }
+    c.cpuid_mask.push_back(std::move(name));
+  }
   c.virtio_console = in.boolean();
   c.testdev = in.boolean();
   const std::uint32_t drives = in.u32();
@@ -69,6 +82,9 @@ SavedMachine load_machine_config(std::span<const std::uint8_t> record) {
     if (aio > 2) in.fail("drive aio " + std::to_string(aio));
     d.aio = static_cast<DriveAio>(aio);
     if (d.path.empty()) in.fail("a drive without a path");
+    // Stored resolved (Machine::save_sections): a relative one would open whatever file of that
+    // name sits in the restoring process's folder. An older snapshot's relative path must be
+    // given again, with --restore-drive (main.cc checks that, since that option may replace it).
     c.drives.push_back(d);
     s.drive_sizes.push_back(in.u64());
   }
