@@ -16,6 +16,10 @@ enum class ExitCode : int {
   kHostFailure = 12,     // a host syscall failed while running
   kSeccompViolation = 14,  // a thread made a syscall outside its seccomp allow-list (--seccomp)
   kGuestPanicked = 16,     // the guest kernel said it panicked (pvpanic, port 0x505)
+  // A restored guest's memory went away under it: its snapshot file (mapped MAP_PRIVATE) was
+  // cut short while it ran, so what the guest did afterwards (a fault, a triple fault) is the
+  // host's doing, not the guest's.
+  kSnapshotGone = 18,
   kSighup = 129,  // the terminal or the session went away: end the run like SIGTERM
   kSigint = 130,
   kSigterm = 143,

@@ -225,6 +225,27 @@ TEST(BootSnapshotTest, RtcReadsWallClockTimeAfterARestore30sLater) {
                      << utc.tm_hour << ":" << utc.tm_min << ":" << utc.tm_sec;
 }
 
+// Issue 31: a clone's RAM is its snapshot file, mapped. Cut short while the clone runs, the
+// file takes the guest's memory with it: the run ends naming the file, with exit 18, not as a
+// guest fault with a register dump that blames the guest.
+TEST(BootSnapshotTest, ASnapshotCutShortUnderItsCloneEndsTheRunNamingTheFile) {
+  SKIP_WITHOUT_KVM();
+  const std::string sock = snap_path("cut.sock"), file = snap_path("cut.snap");
+  Child child = start_minivmm({"run", "--kernel", guest_image(), "--cmdline",
+                               "timer=pit hz=250 ticks=0 fill=8", "--no-console-input",
+                               "--api-socket", sock});
+  snapshot_then_kill(child, sock, "tick 250", file);
+  Child clone = start_minivmm({"run", "--restore", file, "--no-console-input", "--duration", "20"});
+  ASSERT_TRUE(wait_for_console(clone, "tick 500", 60)) << slurp(clone.err_path);
+  ASSERT_EQ(::truncate(file.c_str(), 8192), 0);
+  const RunResult r = finish_minivmm(clone, 60);
+  ::unlink(file.c_str());
+  EXPECT_EQ(r.term_signal, 0) << r.err;
+  EXPECT_EQ(r.exit_code, 18) << r.err;
+  EXPECT_TRUE(has(r.err, "--restore: " + file + ": the snapshot file was cut short")) << r.err;
+  EXPECT_FALSE(has(r.err, "rip=")) << "a register dump blames the guest:\n" << r.err;
+}
+
 // What the host counts against one process: its resident set, and its proportional share
 // (each page divided by the number of processes mapping it). smaps_rollup opens with an
 // address-range line, then one "Name:   N kB" line per figure, so each line is taken by name.

@@ -2,7 +2,11 @@
 
 #include <signal.h>
 
+#include <unistd.h>
+
 #include <array>
+#include <atomic>
+#include <cstdint>
 #include <cerrno>
 #include <cstddef>
 
@@ -30,6 +34,21 @@ constexpr int kSent[] = {SIGQUIT,   SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPRO
 // Written before the signal's handler goes in, read-only afterwards.
 std::array<struct sigaction, NSIG> g_previous{};
 
+// set_file_backed_memory(): written once, before other threads touch the range.
+std::atomic<std::uintptr_t> g_backed_begin{0};
+std::atomic<std::size_t> g_backed_length{0};
+std::atomic<const char*> g_backed_message{nullptr};
+std::atomic<int> g_backed_exit{0};
+
+// A SIGBUS for a page of the file-backed range that has no file behind it any more.
+bool backing_gone(int sig, const siginfo_t* info) {
+  if (sig != SIGBUS || info == nullptr || info->si_code != BUS_ADRERR) return false;
+  const auto addr = reinterpret_cast<std::uintptr_t>(info->si_addr);
+  const std::uintptr_t begin = g_backed_begin.load(std::memory_order_acquire);
+  return begin != 0 && addr >= begin &&
+         addr - begin < g_backed_length.load(std::memory_order_acquire);
+}
+
 bool minivmm_sends(int sig) {
   return sig == Vcpu::kick_signal() || sig == StopSignals::quit_signal() ||
          sig == timers::PosixTimerAlarm::signal_number() ||
@@ -51,6 +70,13 @@ bool refaults(int sig, const siginfo_t* info) {
 void on_deadly(int sig, siginfo_t* info, void*) {
   const int saved_errno = errno;  // a fault returns into the code it interrupted
   devices::ConsoleInput::restore_terminal();
+  if (backing_gone(sig, info)) {
+    const char* msg = g_backed_message.load(std::memory_order_acquire);
+    std::size_t len = 0;
+    while (msg != nullptr && msg[len] != '\0') ++len;
+    if (len > 0) (void)!::write(STDERR_FILENO, msg, len);
+    ::_exit(g_backed_exit.load(std::memory_order_acquire));
+  }
   if (sig > 0 && sig < NSIG) ::sigaction(sig, &g_previous[static_cast<std::size_t>(sig)], nullptr);
   // The signal stays blocked until this handler returns, so the previous disposition sees the
   // raised one then.
@@ -72,6 +98,14 @@ void take(int sig, bool whatever_its_disposition) {
 }
 
 }  // namespace
+
+void set_file_backed_memory(const void* begin, std::size_t length, const char* message,
+                            int exit_code) noexcept {
+  g_backed_message.store(message, std::memory_order_release);
+  g_backed_exit.store(exit_code, std::memory_order_release);
+  g_backed_length.store(length, std::memory_order_release);
+  g_backed_begin.store(reinterpret_cast<std::uintptr_t>(begin), std::memory_order_release);
+}
 
 void install_crash_signal_handlers() noexcept {
   // Once: a second install would find its own handler as the previous disposition.

@@ -26,7 +26,8 @@
 // The handler runs on whichever thread the signal reaches, under that thread's seccomp filter
 // (a signal blocked there goes to another thread; none of these is blocked anywhere). It calls
 // only tcsetattr on stdin (ioctl TCSETS, TCGETS), sigaction (rt_sigaction) and raise
-// (rt_sigprocmask, getpid, gettid, tgkill), which every allow-list has, and nothing that is not
+// (rt_sigprocmask, getpid, gettid, tgkill), or, for a file-backed mapping's lost page (below),
+// write on stderr and _exit (exit_group), which every allow-list has, and nothing that is not
 // async-signal-safe.
 //
 // Exit paths that are not signals restore the terminal through ConsoleInput's destructor (every
@@ -35,8 +36,19 @@
 // Threads: install once, from main, before other threads exist and after SIGPIPE is ignored.
 #pragma once
 
+#include <cstddef>
+
 namespace minivmm::vmm {
 
 void install_crash_signal_handlers() noexcept;
+
+// A mapping whose backing file may be cut short under it (a restored guest's RAM, mapped
+// MAP_PRIVATE from its snapshot). A SIGBUS for an address in [begin, begin + length) (the
+// kernel's "no page behind this address", BUS_ADRERR) then ends the process at once with
+// `message` (one line, written as is) and `exit_code`, the terminal restored, instead of a
+// crash: the file is the host's business. Set once, before the mapping is touched by any
+// thread but this one; `message` must outlive the process.
+void set_file_backed_memory(const void* begin, std::size_t length, const char* message,
+                            int exit_code) noexcept;
 
 }  // namespace minivmm::vmm

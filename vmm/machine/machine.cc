@@ -13,6 +13,7 @@
 
 #include "devices/log/log.h"
 #include "vmm/host/cpu_affinity.h"
+#include "vmm/host/crash_signals.h"
 #include "vmm/snapshot/snapshot_config.h"
 #include "vmm/vmm_error.h"
 
@@ -54,7 +55,22 @@ Machine::Machine(Config config, std::function<void()> open_outputs, const Snapsh
     std::vector<std::uint64_t> sizes;
     if (restore) sizes = load_machine_config(restore->meta.section("config").data).drive_sizes;
     inputs_ = std::make_unique<BootInputs>(config_, restore, sizes);
-    for (const auto& d : inputs_->drives) drive_sizes_.push_back(d.size_bytes());
+    for (const auto& d : inputs_->drives) {
+      drive_sizes_.push_back(d.size_bytes());
+      drive_paths_.push_back(d.resolved_path());
+      if (restore) {
+        log::info("--restore: drive {}: {}", drive_paths_.size() - 1, one_line(d.resolved_path()));
+      }
+    }
+    if (restore) {
+      restored_from_ = restore;
+      backing_gone_message_ = "minivmm: error: --restore: " + one_line(restore->path) +
+                              ": the snapshot file was cut short while the guest ran: its "
+                              "memory is gone (exit 18)\n";
+      const auto ram = inputs_->ram.memory().bytes();
+      set_file_backed_memory(ram.data(), ram.size(), backing_gone_message_.c_str(),
+                             to_int(ExitCode::kSnapshotGone));
+    }
     std::vector<std::string> paths{config_.kernel_path, config_.initrd_path};
     for (const auto& d : config_.drives) paths.push_back(d.path);
     for (const std::string& path : paths) {
@@ -84,6 +100,20 @@ Machine::~Machine() {
     vcpus_->request_stop();
     vcpus_->join();
   }
+  // The mapping and the message go with this Machine.
+  if (restored_from_) set_file_backed_memory(nullptr, 0, nullptr, 0);
+}
+
+std::optional<std::string> Machine::restored_memory_gone() const {
+  if (!restored_from_) return std::nullopt;
+  struct stat st {};
+  const std::uint64_t needed = restored_from_->meta.memory_offset + restored_from_->meta.memory_bytes;
+  if (::fstat(restored_from_->fd.get(), &st) != 0 || static_cast<std::uint64_t>(st.st_size) >= needed) {
+    return std::nullopt;
+  }
+  return "--restore: " + one_line(restored_from_->path) +
+         ": the snapshot file was cut short while the guest ran (" + std::to_string(st.st_size) +
+         " bytes, its memory needs " + std::to_string(needed) + "): the guest's memory is gone";
 }
 
 // SIGINT/SIGTERM/SIGHUP (and SIGTSTP/SIGCONT) wait, pending, for the signal thread started at
@@ -162,6 +192,10 @@ void Machine::build_vcpus() {
       config_, *vm_, k, board_->io(), board_->mmio(),
       [this](ExitCode code, const std::string& why) { request_stop(code, why); });
   if (timers::ThreadTimers* t = board_->pit().vcpu_dynticks()) vcpus_->host_pit_timers(*t);
+  if (restored_from_) {
+    vm_->facts.restored = true;
+    for (const auto& v : vcpus_->all()) v->host_fault_check([this] { return restored_memory_gone(); });
+  }
   for (const auto& v : vcpus_->all()) vm_->facts.vcpu_fds.push_back(v->fd());
 }
 
@@ -288,6 +322,13 @@ void Machine::enter_sandbox_and_start() {
 void Machine::finish() {
   vcpus_->request_stop();
   vcpus_->join();
+  // Whatever ended the run (a guest fault, most likely), a restored guest that lost its memory
+  // ended because of the host: said as such, with its own code.
+  if (const auto gone = restored_memory_gone();
+      gone && run_->status() != to_int(ExitCode::kSnapshotGone)) {
+    log::error("{} (the run had ended: {})", *gone, run_->reason());
+    run_->overrule(to_int(ExitCode::kSnapshotGone), *gone);
+  }
   board_->uart().flush();
   virtio_->flush_console();
   console_input_.reset();  // restores the terminal before the summary is printed

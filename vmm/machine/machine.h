@@ -92,6 +92,8 @@ class Machine {
   void finish();
 
   void on_signal(int signo);
+  // --restore: the snapshot file is shorter than guest memory needs (someone cut it short).
+  std::optional<std::string> restored_memory_gone() const;
   // Every device's record, by section name ("dev:<key>"), and the sections of a snapshot.
   std::vector<std::pair<std::string, devices::StatefulDevice*>> stateful_devices() const;
   std::vector<SnapshotSection> save_sections() const;
@@ -114,7 +116,12 @@ class Machine {
   std::uint64_t paused_kvmclock_ = 0;
   std::optional<kvm_pit_state2> paused_kvm_pit_;  // --pit kvm: its state while paused
   std::vector<std::uint64_t> drive_sizes_;
+  std::vector<std::string> drive_paths_;  // the files the drives opened, resolved
   bool restored_ = false;
+  // A restored guest's RAM is its snapshot file, mapped: if the file is cut short while the
+  // guest runs, the run's end says so (exit 18), whatever the guest did without its memory.
+  const SnapshotFile* restored_from_ = nullptr;
+  std::string backing_gone_message_;  // the SIGBUS handler's line (crash_signals.h)
   // The run's input files (kernel, initrd, drives) by device and inode: a snapshot is never
   // renamed onto one of them.
   std::vector<std::pair<std::uint64_t, std::uint64_t>> input_inodes_;

@@ -17,6 +17,13 @@ bool RunControl::claim(int status, const std::string& why) {
   return true;
 }
 
+void RunControl::overrule(int status, const std::string& why) {
+  std::lock_guard lock(mu_);
+  claimed_.store(true, std::memory_order_release);
+  status_ = status;
+  reason_ = why;
+}
+
 int RunControl::status() const {
   std::lock_guard lock(mu_);
   return status_;

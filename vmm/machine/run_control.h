@@ -27,6 +27,10 @@ class RunControl {
 
   // True for the first call only, which records the exit status and why.
   bool claim(int status, const std::string& why);
+  // After the run: the host's own failure outranks whatever the guest did because of it (a
+  // triple fault after its memory was taken away). Sets the status and reason whether or not
+  // a claim came first.
+  void overrule(int status, const std::string& why);
   bool stopping() const noexcept { return claimed_.load(std::memory_order_acquire); }
   int status() const;
   std::string reason() const;

@@ -175,6 +175,9 @@ SyscallAllowList vcpu_allow_list(const SeccompFacts& facts, int vcpu_fd) {
   // virtio-blk on io_uring: a notify that exits to this thread (no ioeventfd) submits, and a
   // driver's reset waits for the requests still on the ring.
   if (facts.blk_uring) l.allow(SYS_io_uring_enter);
+  // A restored guest's fatal exit first asks whether its memory file was cut short (fstat of
+  // the snapshot, Vcpu::host_fault_check) before it blames the guest.
+  if (facts.restored) l.allow({SYS_fstat, SYS_newfstatat});
   if (facts.pit_tick_vcpu) {
     // ThreadTimers: the POSIX timer re-armed and its signal taken between KVM_RUNs; the PIT's
     // acknowledgement audit, which then runs here, reads IRQ0's resample eventfd.

@@ -212,7 +212,9 @@ bool Vcpu::run_loop() {
       continue;
     }
     if (r < 0) {
-      report_crash(std::string("KVM_RUN failed: ") + std::strerror(errno));
+      const int err = errno;
+      if (host_faulted()) return true;
+      report_crash(std::string("KVM_RUN failed: ") + std::strerror(err));
       on_stop_(ExitCode::kHostFailure, "KVM_RUN failed");
       return true;
     }
@@ -233,9 +235,19 @@ bool Vcpu::handle_exit() {
     return true;
   }
   const VcpuStop stop = stop_for_exit(*run_);
+  if (stop.crash_headline && host_faulted()) return false;
   if (stop.crash_headline) report_crash(*stop.crash_headline);
   on_stop_(stop.code, stop.why);
   return false;
+}
+
+bool Vcpu::host_faulted() {
+  if (!host_fault_check_) return false;
+  const auto why = host_fault_check_();
+  if (!why) return false;
+  log::error("{}", *why);
+  on_stop_(ExitCode::kSnapshotGone, *why);
+  return true;
 }
 
 void Vcpu::report_crash(const std::string& what) {

@@ -82,6 +82,13 @@ class Vcpu {
   // its first KVM_RUN: the seccomp filter goes in here. Before start(). Returning false stops
   // the run with kHostFailure instead of running the guest.
   void on_steady_state(std::function<bool()> hook) { steady_state_hook_ = std::move(hook); }
+  // Asked on a fatal exit (a triple fault, an internal error, KVM_RUN failing) before the guest
+  // is blamed with a crash report: whether the host took something away under the guest (a
+  // restored guest's memory file cut short). A reason then ends the run with kSnapshotGone and
+  // that reason instead. Before start(); may be called on the vCPU thread.
+  void host_fault_check(std::function<std::optional<std::string>()> check) {
+    host_fault_check_ = std::move(check);
+  }
 
   // The vCPU fd, for the allow-list that confines KVM_RUN to this vCPU's own fd.
   int fd() const noexcept { return fd_.get(); }
@@ -120,6 +127,8 @@ class Vcpu {
   bool run_loop();  // false: a host failure was reported
   void set_kvm_signal_mask();
   bool handle_exit();  // false: stop running
+  // The host fault check said the host is to blame: the run is ended with its reason.
+  bool host_faulted();
   void report_crash(const std::string& what);
   void kick() noexcept;
   void count(VcpuExit e) noexcept {
@@ -138,6 +147,7 @@ class Vcpu {
 
   std::vector<int> cpus_;
   std::function<bool()> steady_state_hook_;
+  std::function<std::optional<std::string>()> host_fault_check_;
   std::thread thread_;
   // The running thread's handle, for kick()'s pthread_kill; cleared (under kick_mu_) before
   // the thread returns, because signalling a thread that has been joined is undefined (it
