@@ -68,17 +68,10 @@ TEST_P(BootTest, GuestTicksAtRequestedRateAndExitsThroughDebugExit) {
   // No device raises more edges than the grid of vm_clock holds: a double delivery (~2N) or a
   // replay fails this whatever the load, since both sides are counted in vm time.
   const auto grid = static_cast<std::uint64_t>(vm_s * c.hz) + 2;
-  // Upper bound on the guest's time, only where no tick can be lost: minivmm's PIT under the
-  // delay policy (a tick the host delivered late is owed and sent, ticks_lost is 0) and KVM's in
-  // reinject mode. A busy host then delays the last ticks and the exit, never the count, so the
-  // guest ends within N/hz plus its exit; 30% + 0.35 s covers a vCPU thread run late on a loaded
-  // 2-core host, and a rate bug (half speed: 2x) still fails. The LAPIC timer and the RTC
-  // coalesce interrupts a vCPU that did not run could not take, as hardware does, so on a busy
-  // host the guest legitimately counts slower: their rates are checked by the RTC's unit tests
-  // (fake clock) and KVM's own.
-  if (c.timer == "pit" && !under_nested_kvm()) {
-    EXPECT_LT(vm_s, expected_s * 1.3 + 0.35) << "guest time far beyond ticks/hz";
-  }
+  // No upper bound on the guest's time: a busy host delays the last ticks and the exit by as
+  // long as it likes (CI saw 1.79 s for a 1 s guest with --alarm periodic beside two builds),
+  // and the count below, which it cannot change, is the verdict. A rate bug (half speed) is the
+  // devices' unit tests' to find, on a fake clock (i8254_pit_test.cc, mc146818_rtc_test.cc).
 
   if (c.pit == "user" && c.timer == "pit") {
     // minivmm's own PIT injected them: at least what the guest counted, and no more than the
@@ -207,9 +200,8 @@ TEST_P(BootIoapicTest, PitTicksThroughTheIoapicAreCountedAndAcknowledged) {
   ASSERT_TRUE(r.stats.has_value()) << r.err;
   const auto& s = *r.stats;
   const auto& pit = s["devices"]["pit"];
-  // As in the boot matrix: minivmm's PIT loses no tick, so a busy host stretches only the exit.
+  // As in the boot matrix: no faster than the grid, and no upper bound (a busy host's).
   EXPECT_GT(s["time"]["vm_s"].get<double>(), 600.0 / 250 - 0.01);
-  EXPECT_LT(s["time"]["vm_s"].get<double>(), 600.0 / 250 * 1.3 + 0.35);
   EXPECT_EQ(s["guest"]["ticks_lost"].get<std::uint64_t>(), 0u);
   EXPECT_GT(pit["ack_audits"].get<std::uint64_t>(), 0u) << pit.dump();
   EXPECT_FALSE(pit["acks_abandoned"].get<bool>()) << "no EOI reported through the I/O APIC\n"

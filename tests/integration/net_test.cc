@@ -228,10 +228,12 @@ TEST(BootNetTest, TapInANamespaceAnswersEveryPingAndEchoesUdp) {
   Command ping, ping_big;
   std::string small, big;
   if (up) {
-    // -W 1: a lost reply is waited for a second at most, so a failure does not hang.
-    ping = sh(ns.exec() + "ping -c 200 -i 0.01 -W 1 -q " + kGuestIp);
+    // -w 30: ping ends once every request is answered, or at 30 s. A busy host may answer late,
+    // and a late reply is no lost one (with -W, ping gives up on a reply after two round
+    // trips), so the count is exact whatever the load, and a failure still ends.
+    ping = sh(ns.exec() + "ping -c 200 -i 0.01 -w 30 -q " + kGuestIp);
     // MTU-sized both ways: 1472 bytes of ICMP payload make a 1514-byte frame.
-    ping_big = sh(ns.exec() + "ping -c 5 -i 0.01 -W 1 -q -s 1472 -M do " + kGuestIp);
+    ping_big = sh(ns.exec() + "ping -c 5 -i 0.01 -w 30 -q -s 1472 -M do " + kGuestIp);
     small = udp_echo(ns.exec(), kGuestIp, 7, "minivmm net=echo\n");
     big = udp_echo(ns.exec(), kGuestIp, 7, pattern(kMtuPayload));
   }
@@ -414,8 +416,8 @@ TEST(BootNetTest, HostileFramesFromTheTapSideAreDroppedAndTheGuestKeepsAnswering
     }
     // The queue drains, then the guest must answer as before.
     settle = sh(ns.exec() + "ping -c 1 -w 10 -q " + kGuestIp);
-    flood = sh(ns.exec() + "ping -f -c 1000 -W 1 -q " + kGuestIp);
-    ping = sh(ns.exec() + "ping -c 20 -i 0.01 -W 1 -q " + kGuestIp);
+    flood = sh(ns.exec() + "ping -f -c 1000 -w 30 -q " + kGuestIp);
+    ping = sh(ns.exec() + "ping -c 20 -i 0.01 -w 30 -q " + kGuestIp);
     echo = udp_echo(ns.exec(), kGuestIp, 7, pattern(kMtuPayload));
   }
   if (sock >= 0) ::close(sock);
