@@ -69,6 +69,8 @@ TEST_P(BootSnapshotTickTest, RestoredGuestReachesItsLastTickExact) {
   snap_args.insert(snap_args.end(), {"--api-socket", sock});
   Child child = start_minivmm(snap_args);
   snapshot_then_kill(child, sock, "tick 500", file);
+  // Two seconds on disk: a restore that replayed them would owe the guest 500 ticks at once.
+  std::this_thread::sleep_for(2s);
 
   const RunResult restored = run_minivmm({"run", "--restore", file, "--no-console-input"});
   const RunResult plain = finish_minivmm(normal);
@@ -88,27 +90,20 @@ TEST_P(BootSnapshotTickTest, RestoredGuestReachesItsLastTickExact) {
   EXPECT_EQ(s->ticks, 2500u);
   // Under nested KVM the gaps are TCG's (run_minivmm.h): the counts above are the verdict there.
   if (under_nested_kvm()) return;
-  // A restore that replayed the time on disk would show one long gap or a burst after it; one
-  // that lost kvmclock's place, a gap of the whole run (or, going back, a "gap" of 2^64 - x).
-  // The bounds are the normal run's, with slack for a noisy host: under nested KVM the normal
-  // run's largest gap was 20-30 ms, and the restored one's 26-41 ms (the resume's own latency
-  // is one of its gaps).
-  const unsigned long long period_us = 4000;
-  EXPECT_LE(s->gap_max_us, std::max(n->gap_max_us, period_us) * 3 / 2 + period_us)
-      << "restored: " << restored.out << "\nnormal: " << plain.out;
-  EXPECT_GE(s->gap_min_us + period_us, std::min(n->gap_min_us, period_us))
-      << restored.out;
-  // A burst would be a long run of bunched ticks. The normal run has some too (a host that
-  // runs the vCPU late bunches ticks: the owed ones follow close behind), so the bound is
-  // relative to it. Why that holds on a loaded 2-core host: the normal run is started with the
-  // snapshotted one and still has 2000 ticks (8 s) to go when the restored one starts, so the
-  // two share the host's load for the whole restored run, and a replay (hundreds of ticks at
-  // once) is far beyond both the 1.5x and the +10.
-  EXPECT_LE(s->run, 2 * std::max(n->run, 2ull) + 2) << restored.out << "\nnormal: " << plain.out;
-  EXPECT_LE(double(s->bunched), 1.5 * double(n->bunched) + 10)
-      << restored.out << "\nnormal: " << plain.out;
-  // 2499 periods from the first tick to the last, as the normal run.
-  EXPECT_NEAR(double(s->elapsed_us), double(n->elapsed_us), 0.1 * double(n->elapsed_us));
+  // What a broken restore looks like is seconds, and what a busy host does to the guest's gaps
+  // is milliseconds: the bounds sit between the two, with no comparison to a run beside it (CI
+  // under ASan beside two builds saw gaps of 38 ms and runs of 14 bunched ticks, in the normal
+  // run too). A restore that replayed the 2 s on disk would deliver ~500 owed ticks in a burst;
+  // one that lost kvmclock's place, a gap of the whole run (or, going back, a "gap" of 2^64 -
+  // x); one that forgot to re-arm the PIT, no tick at all. A host that stalls the vCPU for a
+  // whole second is beyond what this test allows for.
+  constexpr unsigned long long kSecondUs = 1'000'000;
+  EXPECT_LT(s->gap_max_us, kSecondUs) << "restored: " << restored.out;
+  EXPECT_LT(s->run, 250u) << "a burst of ticks: " << restored.out;
+  // 2499 periods from the first tick to the last, on the guest's own clock: a replay makes the
+  // count arrive sooner; a late first tick (the boot, on a busy host) takes a little off.
+  EXPECT_GE(double(s->elapsed_us), 0.9 * 2499 * 4000) << restored.out;
+  (void)n;
 }
 
 INSTANTIATE_TEST_SUITE_P(
