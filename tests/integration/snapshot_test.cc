@@ -15,6 +15,7 @@
 #include <ctime>
 #include <fstream>
 #include <sstream>
+#include <cctype>
 #include <string>
 #include <thread>
 #include <vector>
@@ -241,34 +242,36 @@ TEST(BootSnapshotTest, ASnapshotCutShortUnderItsCloneEndsTheRunNamingTheFile) {
   EXPECT_FALSE(has(r.err, "rip=")) << "a register dump blames the guest:\n" << r.err;
 }
 
-// What the host counts against one process: its resident set, and its proportional share
-// (each page divided by the number of processes mapping it). smaps_rollup opens with an
-// address-range line, then one "Name:   N kB" line per figure, so each line is taken by name.
+// What the host counts against one process for the guest's RAM, the mapping of `file`: its
+// resident set, and its proportional share (each page divided by the number of processes that
+// map it). From /proc/PID/smaps, the mapping's own lines only, so what the VMM has of its own
+// (its heap, and a sanitizer's shadow memory: 50 MiB a process under ASan) does not count.
 struct MemoryUse {
   std::uint64_t rss_kb = 0;
   std::uint64_t pss_kb = 0;
 };
 
-MemoryUse memory_use(pid_t pid) {
+MemoryUse memory_use(pid_t pid, const std::string& file) {
   MemoryUse use;
-  std::ifstream in("/proc/" + std::to_string(pid) + "/smaps_rollup");
+  std::ifstream in("/proc/" + std::to_string(pid) + "/smaps");
+  bool in_file = false;
   for (std::string line; std::getline(in, line);) {
     std::istringstream fields(line);
     std::string key, unit;
     std::uint64_t kb = 0;
-    if (!(fields >> key >> kb >> unit) || unit != "kB") continue;  // the address-range line
-    if (key == "Rss:") use.rss_kb = kb;
-    if (key == "Pss:") use.pss_kb = kb;
+    if (!line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) &&
+        line.find('-') < line.find(' ')) {
+      // A mapping's first line: "start-end perms offset dev inode   path".
+      in_file = line.size() >= file.size() && line.compare(line.size() - file.size(), file.size(), file) == 0;
+      continue;
+    }
+    if (!in_file || !(fields >> key >> kb >> unit) || unit != "kB") continue;
+    if (key == "Rss:") use.rss_kb += kb;
+    if (key == "Pss:") use.pss_kb += kb;
   }
   return use;
 }
 
-// Sixteen clones of a snapshot at once, each reading the guest's 16 MiB back with every tick
-// line (fill=16). With `one_file`, all map the same snapshot: the pages none of them wrote are
-// one copy in the host's page cache. Otherwise each restores from a copy of its own, which is
-// what a VMM that read guest RAM into anonymous memory would cost: the control that shows the
-// PSS measurement can tell the two apart. Returns the sums over the sixteen, measured while all
-// of them run.
 // Sixteen clones of 16 MiB on a KVM host; under nested KVM, where every guest read is emulated,
 // four of 8 MiB (the bounds below are per clone and in units of what each clone read back).
 struct CloneSize {
@@ -309,8 +312,8 @@ MemoryUse run_sixteen_clones(bool one_file) {
   for (const Child& c : clones) all_running = all_running && wait_for_console(c, "tick 1250", 90);
   EXPECT_TRUE(all_running) << "a clone did not reach tick 1250";
   for (const Child& c : clones) {
-    const MemoryUse use = memory_use(c.pid);
-    EXPECT_GT(use.rss_kb, 0u) << "smaps_rollup of " << c.pid << " read nothing";
+    const MemoryUse use = memory_use(c.pid, files[static_cast<std::size_t>(&c - clones.data())]);
+    EXPECT_GT(use.rss_kb, 0u) << "smaps of " << c.pid << " has no resident page of its snapshot";
     sum.rss_kb += use.rss_kb;
     sum.pss_kb += use.pss_kb;
   }
@@ -332,9 +335,9 @@ MemoryUse run_sixteen_clones(bool one_file) {
 }
 
 // Sixteen clones of one snapshot at once: all finish exact, and share the pages they did not
-// write. Each clone's RSS holds the guest's 16 MiB it read back; shared, they count once in the
-// sum of the PSS (16 MiB over 16 clones, plus what each VMM has of its own). Unshared, the PSS
-// sum would be 16 x 16 MiB: the next test shows that this measurement sees it.
+// write. Each clone's RSS of its guest RAM holds the 16 MiB it read back; shared, they count
+// once in the sum of the PSS (16 MiB over 16 clones, plus the pages each wrote). Unshared, the
+// PSS sum would be 16 x 16 MiB: the next test shows that this measurement sees it.
 void expect_memory_use(const MemoryUse& sum, bool shared) {
   const CloneSize size = clone_size();
   const double pss = double(sum.pss_kb) / size.clones / 1024;
@@ -347,10 +350,10 @@ void expect_memory_use(const MemoryUse& sum, bool shared) {
     EXPECT_LT(pss, size.fill_mib / 2.0) << "PSS " << sum.pss_kb << " KiB, RSS " << sum.rss_kb
                                         << " KiB over " << size.clones << " clones";
   } else {
-    EXPECT_GT(pss, double(size.fill_mib)) << "PSS " << sum.pss_kb << " KiB, RSS " << sum.rss_kb
-                                          << " KiB over " << size.clones << " clones";
+    EXPECT_GT(pss, 0.9 * size.fill_mib) << "PSS " << sum.pss_kb << " KiB, RSS " << sum.rss_kb
+                                        << " KiB over " << size.clones << " clones";
   }
-  EXPECT_GT(rss, double(size.fill_mib)) << "the guest did not read its memory back";
+  EXPECT_GT(rss, 0.9 * size.fill_mib) << "the guest did not read its memory back";
 }
 
 TEST(BootSnapshotTest, SixteenClonesFinishExactAndShareTheirMemory) {
