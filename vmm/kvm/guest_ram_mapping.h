@@ -29,9 +29,9 @@ class GuestRamMapping {
 
   devices::GuestMemory memory() const noexcept { return memory_; }
 
-  // How much of the mapping the host has actually backed (mincore): the guest RAM share of the
-  // process's RSS, so that the report can tell the VMM's own memory apart from the guest's.
-  // 0 when mincore fails.
+  // How much of the mapping this process has resident (its Rss in /proc/self/smaps): the guest
+  // RAM share of the process's RSS, so that the report can tell the VMM's own memory apart from
+  // the guest's. 0 when /proc cannot be read.
   std::uint64_t resident_bytes() const noexcept;
   // An anonymous mapping: a page the host never backed reads as zeros (a snapshot skips it).
   bool anonymous() const noexcept { return anonymous_; }
