@@ -44,6 +44,10 @@ class IrqLine {
   // that does not report them), and a wire that holds the line until one would starve the
   // guest. acknowledgements() returns nullopt afterwards.
   virtual void stop_acknowledgements() noexcept {}
+  // A wire that holds the line raised until the guest's acknowledgement (KVM's resampler) lets
+  // the level go, and goes on counting: for a line no acknowledgement has lowered for a long
+  // time while edges kept coming. Returns false where there is no such level.
+  virtual bool release_held_level() noexcept { return false; }
 };
 
 }  // namespace minivmm::devices

@@ -84,7 +84,7 @@ class FakeIrqLine final : public devices::IrqLine {
   // The two halves of service(): the CPU accepts the interrupt (the handler starts)...
   void take() {
     std::lock_guard lock(mu_);
-    if (!pending_) return;
+    if (!pending_ || stuck_) return;
     pending_ = false;
     in_service_ = true;
     ++serviced_;
@@ -101,6 +101,18 @@ class FakeIrqLine final : public devices::IrqLine {
     acks_stopped_ = true;
   }
   bool acks_stopped() const { std::lock_guard lock(mu_); return acks_stopped_; }
+  // The wire keeps the line raised with no EOI to come (what KVM's resampler was seen to do):
+  // the request stays pending and is never taken, every later edge merges, until
+  // release_held_level().
+  void stick() { std::lock_guard lock(mu_); stuck_ = true; pending_ = true; }
+  bool release_held_level() noexcept override {
+    std::lock_guard lock(mu_);
+    ++releases_;
+    stuck_ = false;
+    pending_ = false;
+    return true;
+  }
+  int releases() const { std::lock_guard lock(mu_); return releases_; }
   // The guest's EOIs stop being counted (a controller path that reports none).
   void silence_acks() { std::lock_guard lock(mu_); silent_ = true; }
   // An acknowledgement of an interrupt some other source raised on the same line.
@@ -135,6 +147,8 @@ class FakeIrqLine final : public devices::IrqLine {
   bool in_service_ = false;
   bool acks_stopped_ = false;
   bool silent_ = false;
+  bool stuck_ = false;
+  int releases_ = 0;
   std::uint64_t acks_ = 0;
   int serviced_ = 0;
   int merged_ = 0;

@@ -46,6 +46,17 @@ void KvmIrqLine::stop_acknowledgements() noexcept {
   }
 }
 
+bool KvmIrqLine::release_held_level() noexcept {
+  if (!resamplefd_.valid()) return false;
+  try {
+    vm_.remove_irqfd(irqfd_.get(), gsi_);
+    vm_.add_irqfd(irqfd_.get(), gsi_, resamplefd_.get());
+  } catch (...) {
+    return false;  // the line is as it was, or unbound: the PIT's counts show what follows
+  }
+  return true;
+}
+
 void KvmIrqLine::set_level(bool asserted) noexcept { vm_.irq_line(gsi_, asserted); }
 
 void KvmIrqLine::pulse() noexcept {

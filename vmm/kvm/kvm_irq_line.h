@@ -38,6 +38,9 @@ class KvmIrqLine final : public devices::IrqLine {
   bool pulse_checked() noexcept override;
   std::optional<std::uint64_t> acknowledgements() noexcept override;
   void stop_acknowledgements() noexcept override;
+  // Re-binds the resampling irqfd: the unbind drops the level its resampler held, the bind
+  // counts acknowledgements on the same eventfd again. Two KVM_IRQFD ioctls.
+  bool release_held_level() noexcept override;
 
   IrqInject inject() const noexcept { return inject_; }
   std::uint32_t gsi() const noexcept { return gsi_; }

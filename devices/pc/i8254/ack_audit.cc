@@ -26,6 +26,7 @@ std::optional<AckAudit::Resolution> AckAudit::resolve(bool train_running) noexce
     return std::nullopt;
   }
   ++audits_;
+  if (acks_seen_) check_stuck(*acks, sent);
   last_acks_ = *acks;
   if (!acknowledged_yet(*acks, sent)) return std::nullopt;
   const std::uint64_t ours = *acks - std::min(*acks, acks_foreign_);
@@ -51,6 +52,7 @@ bool AckAudit::acknowledged_yet(std::uint64_t acks, std::uint64_t sent) noexcept
   if (acks_seen_) return true;
   if (acks != 0) {
     acks_seen_ = true;
+    acks_moved_sent_ = sent;
     return true;
   }
   // Nothing is concluded before the guest's first acknowledgement: until then it may simply
@@ -62,6 +64,19 @@ bool AckAudit::acknowledged_yet(std::uint64_t acks, std::uint64_t sent) noexcept
     line_.stop_acknowledgements();
   }
   return false;
+}
+
+void AckAudit::check_stuck(std::uint64_t acks, std::uint64_t sent) noexcept {
+  if (acks != last_acks_ || sent < acks_moved_sent_) {
+    acks_moved_sent_ = sent;
+    return;
+  }
+  if (sent - acks_moved_sent_ < kStuckEdgesLimit) return;
+  acks_moved_sent_ = sent;  // the next release, if it is still stuck, after as many again
+  if (!line_.release_held_level()) return;
+  ++level_releases_;
+  log::info("i8254: IRQ0 unacknowledged for {} edges; released the level its wire held",
+            kStuckEdgesLimit);
 }
 
 AckAudit::Doubt AckAudit::judge_doubt(bool newest_edge_may_be_pending) noexcept {

@@ -33,6 +33,12 @@ class AckAudit {
   // Edges after which a count that never moved from 0 means the controller path the guest uses
   // reports no acknowledgements: the audit stops and the line goes back to plain edges.
   static constexpr std::uint64_t kAcklessEdgesLimit = 512;
+  // Edges with the count standing still, after the guest has acknowledged before, at which the
+  // line is taken for stuck and its held level released (IrqLine::release_held_level()). Seen
+  // on a nested host under a storm of pauses: KVM's resampler kept IRQ0 raised with no EOI to
+  // come, every later edge merged, and the guest never ticked again. A guest that merely keeps
+  // interrupts off this long loses nothing by it: an edge the controller latched stays latched.
+  static constexpr std::uint64_t kStuckEdgesLimit = 512;
   // Looks at one edge in doubt, with no interrupt taken meanwhile, before probing with a tick.
   static constexpr std::uint64_t kMaxDoubtfulRetries = 4;
 
@@ -78,6 +84,7 @@ class AckAudit {
   bool acknowledged_once() const noexcept { return acks_seen_; }
   std::uint64_t audits() const noexcept { return audits_; }  // reads of the count
   bool abandoned() const noexcept { return abandoned_; }
+  std::uint64_t level_releases() const noexcept { return level_releases_; }
 
  private:
   // Edges that reached the controller: ours and the train's.
@@ -85,6 +92,8 @@ class AckAudit {
   // Whether the guest has acknowledged anything yet, given this reading; abandons the audit
   // when `sent` reached kAcklessEdgesLimit without.
   bool acknowledged_yet(std::uint64_t acks, std::uint64_t sent) noexcept;
+  // Releases the line's held level when kStuckEdgesLimit edges went by with the count still.
+  void check_stuck(std::uint64_t acks, std::uint64_t sent) noexcept;
 
   IrqLine& line_;
   PulseTrain* const train_;
@@ -93,6 +102,8 @@ class AckAudit {
   std::uint64_t edges_merged_ = 0;   // found merged so far
   std::uint64_t acks_foreign_ = 0;   // acknowledgements of edges not ours (another source)
   std::uint64_t audits_ = 0;
+  std::uint64_t level_releases_ = 0;  // stuck lines released (kStuckEdgesLimit)
+  std::uint64_t acks_moved_sent_ = 0;  // edges sent when the count last moved
   bool unavailable_ = false;  // the line cannot count acknowledgements: no more readings
   bool abandoned_ = false;    // none came in kAcklessEdgesLimit edges
   bool acks_seen_ = false;    // the guest has acknowledged at least once

@@ -85,6 +85,7 @@ void I8254Pit::report(ReportWriter& out) const {
   out.count("bad_accesses", s.bad_accesses);
   out.count("ticks_merged", s.ticks_merged);
   out.count("ticks_missed", s.ticks_missed);
+  out.count("irq_level_releases", s.level_releases);
   out.count("ticks_redelivered", s.ticks_redelivered);
   out.count("ticks_injected_by_pit", s.ticks_injected_by_pit);
   out.count("ack_audits", s.ack_audits);

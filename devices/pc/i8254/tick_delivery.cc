@@ -33,6 +33,7 @@ TickDelivery::Stats TickDelivery::stats() const {
   s.ticks_merged = carried_merged_ + audit_.edges_merged();
   s.ack_audits = carried_audits_ + audit_.audits();
   s.acks_abandoned = carried_abandoned_ || audit_.abandoned();
+  s.level_releases = audit_.level_releases();
   s.ticks_injected_by_pit = stats_.ticks_injected;
   s.ticks_injected += carried_delivered_;
   if (train_) s.ticks_injected += train_->delivered();

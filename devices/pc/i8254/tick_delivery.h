@@ -92,6 +92,7 @@ class TickDelivery {
                                               // timer, owed-tick retries); ticks_injected is
                                               // these plus the train's, less the merged ones
     std::uint64_t ack_audits = 0;       // reads of the guest's acknowledgement count
+    std::uint64_t level_releases = 0;   // IRQ0 found stuck raised and let go (AckAudit)
     bool acks_abandoned = false;        // none came in kAcklessEdgesLimit edges: plain edges
     std::uint64_t ticks_missed = 0;     // the pulse train's edges that never reached the line
                                         // (PulseTrain::missed()): owed (kDelay) or lost

@@ -225,6 +225,31 @@ TEST(AckAuditTest, ACountThatNeverMovesIsAbandonedAtTheLimit) {
   EXPECT_EQ(rig.audit.edges_merged(), 0u);
 }
 
+TEST(AckAuditTest, ALineStuckRaisedIsReleasedAfterTheLimitAndTheCountMovesAgain) {
+  AuditRig rig;
+  rig.send_taken(10);
+  expect_resolution(rig.audit.resolve(false), 0, 0);
+  rig.line.stick();
+  for (std::uint64_t i = 0; i + 1 < AckAudit::kStuckEdgesLimit; ++i) rig.send_taken(1);
+  ASSERT_TRUE(rig.audit.resolve(false).has_value());
+  EXPECT_EQ(rig.line.releases(), 0) << "one edge short of the limit";
+  rig.send_taken(1);
+  ASSERT_TRUE(rig.audit.resolve(false).has_value());
+  EXPECT_EQ(rig.line.releases(), 1);
+  EXPECT_EQ(rig.audit.level_releases(), 1u);
+  EXPECT_TRUE(rig.audit.active()) << "the count goes on: nothing is abandoned";
+  rig.send_taken(5);
+  // The edge the stuck level held was never acknowledged: it stays the one unresolved, for
+  // judge_doubt() to find merged and owe once the count has moved.
+  expect_resolution(rig.audit.resolve(false), 1, 0);
+  EXPECT_EQ(rig.audit.judge_doubt(false), Doubt::kWait);
+  EXPECT_EQ(rig.audit.judge_doubt(false), Doubt::kWait);
+  // As many again with the count moving: no second release.
+  rig.send_taken(static_cast<int>(AckAudit::kStuckEdgesLimit));
+  rig.audit.resolve(false);
+  EXPECT_EQ(rig.line.releases(), 1);
+}
+
 TEST(AckAuditTest, OneAcknowledgementIsEnoughNeverToAbandon) {
   AuditRig rig;
   rig.send_taken(1);

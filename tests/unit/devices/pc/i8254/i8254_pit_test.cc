@@ -1075,6 +1075,7 @@ TEST(I8254PitTest, ReportsEveryCounterUnderTheRunReportsKeys) {
       {"ticks_redelivered", s.ticks_redelivered},
       {"ticks_injected_by_pit", s.ticks_injected_by_pit},
       {"ack_audits", s.ack_audits},
+      {"irq_level_releases", s.level_releases},
       {"acks_abandoned", false}};
   EXPECT_EQ(out.values(), expected);
   EXPECT_EQ(out.counter("ticks_coalesced"), 1u);
@@ -1093,7 +1094,7 @@ TEST(I8254PitTest, ReportNestsThePulseTrainsOwnUnderKernelTrain) {
   // What the train wrote, as it wrote it (FakePulseTrain::report).
   EXPECT_EQ(out.counter("kernel_train/starts"), 1u);
   EXPECT_EQ(out.counter("kernel_train/stops"), 0u);
-  EXPECT_EQ(out.values().size(), 18u + 2u);
+  EXPECT_EQ(out.values().size(), 19u + 2u);
 }
 
 }  // namespace
