@@ -8,6 +8,7 @@
 
 #include <array>
 #include <chrono>
+#include <iostream>
 #include <random>
 #include <string>
 #include <thread>
@@ -80,13 +81,15 @@ TEST_P(BootControlStormTest, ThousandsOfConcurrentPauseResumeStatsLeaveAGuestTha
       return r["stats"]["guest"]["ticks_injected"].get<std::uint64_t>();
     };
     std::uint64_t gained = 0;
+    nlohmann::json now;
     for (int i = 0; i < 200 && gained < 100; ++i) {
       std::this_thread::sleep_for(50ms);
-      const auto now = client.call("stats");
+      now = client.call("stats");
       ASSERT_FALSE(now.is_discarded());
       gained = ticks(now) - ticks(before);
     }
-    EXPECT_GE(gained, 100u) << "the guest stopped ticking after the storm";
+    EXPECT_GE(gained, 100u) << "the guest stopped ticking after the storm; before:\n"
+                            << before.dump() << "\nafter:\n" << now.dump();
   }
 
   EXPECT_TRUE(client.call("quit").value("ok", false));
@@ -95,6 +98,12 @@ TEST_P(BootControlStormTest, ThousandsOfConcurrentPauseResumeStatsLeaveAGuestTha
   EXPECT_EQ(res.exit_code, 0) << res.err;
   ASSERT_TRUE(res.stats.has_value()) << res.err;
   EXPECT_EQ((*res.stats)["exit"]["reason"], "quit from the control socket");
+  if (mode != "kvm") {
+    // The PIT's repair of a line KVM's resampler left raised (AckAudit::kStuckEdgesLimit): the
+    // guest ticked again because of it, so say how often it came to that.
+    std::cout << "irq_level_releases="
+              << (*res.stats)["devices"]["pit"].value("irq_level_releases", 0u) << "\n";
+  }
   EXPECT_GE((*res.stats)["api_socket"]["requests"].get<std::uint64_t>(),
             std::uint64_t{kClients * kRequestsPerClient});
   EXPECT_EQ(access(sock.c_str(), F_OK), -1) << "socket file left behind";
