@@ -18,6 +18,8 @@
 #include <set>
 #include <system_error>
 
+#include "vmm/host/output_file.h"
+
 namespace minivmm::testrun {
 namespace {
 
@@ -31,7 +33,8 @@ double seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 
 // The last `cap` bytes of the file at `path` (all of a smaller one); empty if unreadable.
 std::string read_tail(const std::string& path, std::size_t cap) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO put there meanwhile must not hold the runner.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return "";
   struct stat st {};
   std::string out;
@@ -228,19 +231,26 @@ class Runner {
       text += (text.empty() ? "" : " ") + (plain ? a : quoted);
     }
     text += "\n" + warnings;
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return;
-    const ssize_t n = ::write(fd, text.data(), text.size());
-    static_cast<void>(n);  // a log of convenience: a short write loses nothing the verdict needs
-    ::close(fd);
+    // A log of convenience: one that cannot be written loses nothing the verdict needs. Through
+    // OutputFile all the same, so a FIFO or a device of that name is never replaced.
+    try {
+      vmm::OutputFile out = vmm::OutputFile::check("--logs", path, {});
+      out.open();
+      std::string why;
+      static_cast<void>(out.write(text, why));
+    } catch (const std::exception&) {
+    }
   }
 
   // fork + exec, the child in its own process group and dying with the runner. -1 with `why`
   // when the files cannot be opened or the exec fails (reported back through a CLOEXEC pipe).
   pid_t spawn(const std::vector<std::string>& args, const std::string& out_path,
               const std::string& err_path, std::string& why) {
-    const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    // The console and stderr grow while the test runs: regular files of the logs folder only
+    // (a FIFO there was a hang in open(), a symbolic link was followed and truncated).
+    std::string log_error;
+    const int out = vmm::open_streamed_log(out_path, log_error);
+    const int err = out < 0 ? -1 : vmm::open_streamed_log(err_path, log_error);
     const int in = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     int report[2] = {-1, -1};
     auto close_all = [&] {
@@ -248,7 +258,12 @@ class Runner {
         if (fd >= 0) ::close(fd);
       }
     };
-    if (out < 0 || err < 0 || in < 0 || ::pipe2(report, O_CLOEXEC) != 0) {
+    if (out < 0 || err < 0) {
+      why = "cannot open the test's logs: " + log_error;
+      close_all();
+      return -1;
+    }
+    if (in < 0 || ::pipe2(report, O_CLOEXEC) != 0) {
       why = std::string("cannot open the test's files: ") + std::strerror(errno);
       close_all();
       return -1;
