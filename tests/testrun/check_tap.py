@@ -114,8 +114,14 @@ def main(argv):
                 got.append(verdict)
             elif line.category == "unknown" and line.line.strip() and not line.line.startswith("  "):
                 problems.append(f"tappy: an unknown line: {line.line!r}")
-        if got != [v for _, v in tests]:
-            problems.append(f"tappy reads the verdicts {got}, the strict reader {[v for _, v in tests]}")
+        # tappy does not know TAP 13's `\#` (a '#' in a name, escaped): a line whose name
+        # holds one is compared by the strict reader alone.
+        ours = [v for _, v in tests]
+        escaped = [i for i, l in enumerate(l for l in text.split("\n") if TEST_LINE.match(l))
+                   if "\\#" in l]
+        if len(got) != len(ours) or any(g != o for i, (g, o) in enumerate(zip(got, ours))
+                                         if i not in escaped):
+            problems.append(f"tappy reads the verdicts {got}, the strict reader {ours}")
     except ImportError:
         pass
 

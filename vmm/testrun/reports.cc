@@ -82,6 +82,7 @@ std::string printable(std::string_view text) {
 std::string tap_description(std::string_view text) {
   std::string out;
   for (char c : printable(text)) {
+    if (c == '\t') c = '?';  // one blank-free field for line-based readers
     if (c == '\\' || c == '#') out += '\\';
     out += c;
   }

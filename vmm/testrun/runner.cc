@@ -443,6 +443,9 @@ std::string log_file_stem(const std::string& test_name) {
     if (c == '/' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '_';
   }
   if (s.empty() || s == "." || s == "..") s = "_" + s;
+  // A file name holds 255 bytes (NAME_MAX): a cfg's 5000-byte name made every log's open fail.
+  // 200 leaves room for ".stderr" and name_logs()'s ".N".
+  if (s.size() > 200) s.resize(200);
   return s;
 }
 
