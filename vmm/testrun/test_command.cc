@@ -50,8 +50,10 @@ vmm::OutputFile check_output(const std::string& option, const std::string& path,
   }
 }
 
-// Writes `text` to `out`, opening it first (a FIFO's reader is asked for now). false with `why`.
-bool write_output(vmm::OutputFile& out, const std::string& text, std::string& why) {
+// Writes `text` to `out` as `option`, opening it first if it is not yet. false with `why`,
+// one line that names the option and the file.
+bool write_output(const std::string& option, vmm::OutputFile& out, const std::string& text,
+                  std::string& why) {
   try {
     out.open();
   } catch (const vmm::VmmError& e) {
@@ -59,7 +61,7 @@ bool write_output(vmm::OutputFile& out, const std::string& text, std::string& wh
     return false;
   }
   if (out.write(text, why)) return true;
-  why = out.path() + ": " + why;
+  why = option + ": " + out.path() + ": " + why;
   return false;
 }
 
@@ -179,7 +181,9 @@ std::string write_environment(const TestCommandOptions& o, Plan& plan, const std
   std::string path = dir + "/kvm-unit-tests.env";
   vmm::OutputFile out = check_output("the environment module", path, {});
   std::string why;
-  if (!write_output(out, *text, why)) throw UsageError{"cannot write the environment module: " + why};
+  if (!write_output("the environment module", out, *text, why)) {
+    throw UsageError{"cannot write the environment module: " + why};
+  }
   return path;
 }
 
@@ -218,14 +222,15 @@ void plan_inputs(const TestCommandOptions& o, const Plan& plan, std::vector<vmm:
     }
   }
   for (const auto& f : files) in.push_back({"a test's kernel or initrd", f});
-  if (!o.logs.empty()) in.push_back({"--logs (results.tsv)", o.logs + "/results.tsv"});
 }
 
 struct Reports {
   vmm::OutputFile tap, junit;
 };
 
-Reports check_reports(const TestCommandOptions& o, const std::vector<vmm::InputFile>& inputs) {
+Reports check_reports(const TestCommandOptions& o, std::vector<vmm::InputFile> inputs) {
+  // Not inputs, but files of this run the reports must not take either.
+  if (!o.logs.empty()) inputs.push_back({"--logs (results.tsv)", o.logs + "/results.tsv"});
   Reports r;
   if (!o.tap.empty()) r.tap = check_output("--tap", o.tap, inputs);
   if (!o.junit.empty()) {
@@ -281,6 +286,16 @@ int run(const TestCommandOptions& o) {
 
   plan_inputs(o, plan, inputs);
   reports = check_reports(o, inputs);
+  // A FIFO's reader is asked for now, before any test runs: one that is not there is a usage
+  // error, not a run whose report is lost at the end.
+  if (!o.list) {
+    try {
+      reports.tap.open();
+      reports.junit.open();
+    } catch (const vmm::VmmError& e) {
+      throw UsageError{e.what()};
+    }
+  }
 
   if (o.list) {
     for (const auto& t : plan.tests) std::printf("%s\n", t.name.c_str());
@@ -357,8 +372,8 @@ int run(const TestCommandOptions& o) {
   auto write = [&](const char* option, vmm::OutputFile& out, const std::string& text) {
     if (out.kind() == vmm::OutputFile::Kind::kNone) return;
     std::string why;
-    if (!write_output(out, text, why)) {
-      std::fprintf(stderr, "minivmm test: error: %s: %s\n", option, why.c_str());
+    if (!write_output(option, out, text, why)) {
+      std::fprintf(stderr, "minivmm test: error: %s\n", vmm::one_line(why).c_str());
       report_failed = true;
     }
   };
@@ -397,10 +412,11 @@ int run_test_command(const TestCommandOptions& options) {
   try {
     return run(options);
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "minivmm: error: %s\n", e.what.c_str());
+    // One line whatever a manifest's or cfg's text quoted in it holds (a name with a newline).
+    std::fprintf(stderr, "minivmm: error: %s\n", vmm::one_line(e.what).c_str());
     return kExitUsage;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "minivmm test: error: %s\n", e.what());
+    std::fprintf(stderr, "minivmm test: error: %s\n", vmm::one_line(e.what()).c_str());
     return kExitFailed;
   }
 }
