@@ -4,7 +4,7 @@
 // writes without end, Ctrl-C while one runs), and malformed manifests. Every run must end on
 // its own, leave no process behind and write reports that real parsers read. None starts a
 // guest (the tests SKIP by the suite's rules or FAIL for a missing kernel), so no KVM is
-// needed: BadInput*, label unit.
+// needed: BadInput*, label unit; but the flooding guest (BootTestrunAttack*, label kvm).
 #include <gtest/gtest.h>
 
 #include <dirent.h>
@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -188,6 +189,73 @@ TEST(BadInputTestrunAttackTest, CtrlCWhileACfgCommandRunsLeavesNoProcess) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_EQ(processes_with("sleep 9875.5"), 0);
+}
+
+// A multiboot ELF whose one instruction loop writes 'A' to COM1 for ever: a console of one
+// endless line.
+std::string flooding_kernel() {
+  std::string elf(52 + 32, '\0');
+  auto put32 = [&](std::size_t at, std::uint32_t v) {
+    for (int i = 0; i < 4; ++i) elf[at + i] = static_cast<char>(v >> (8 * i));
+  };
+  auto put16 = [&](std::size_t at, std::uint16_t v) {
+    elf[at] = static_cast<char>(v);
+    elf[at + 1] = static_cast<char>(v >> 8);
+  };
+  const std::uint32_t base = 0x100000;
+  elf.replace(0, 7, "\x7f" "ELF\x01\x01\x01", 7);
+  put16(16, 2);                    // ET_EXEC
+  put16(18, 3);                    // EM_386
+  put32(20, 1);
+  put32(24, base + 96);            // the entry: the code below
+  put32(28, 52);                   // program headers
+  put16(40, 52);
+  put16(42, 32);
+  put16(44, 1);
+  put16(46, 40);
+  // The multiboot header at 84, the code at 96: mov dx, 0x3f8; mov al, 'A'; 1: out dx, al; jmp 1b
+  const std::string tail = std::string(12, '\0') + "\x66\xba\xf8\x03\xb0\x41\xee\xeb\xfd";
+  elf += tail;
+  put32(84, 0x1badb002);
+  put32(88, 0);
+  put32(92, static_cast<std::uint32_t>(-0x1badb002));
+  put32(52, 1);                    // PT_LOAD of the whole file
+  put32(56, 0);
+  put32(60, base);
+  put32(64, base);
+  put32(68, static_cast<std::uint32_t>(elf.size()));
+  put32(72, static_cast<std::uint32_t>(elf.size()));
+  put32(76, 5);
+  put32(80, 0x1000);
+  return elf;
+}
+
+// A guest that floods its console with one endless line until its timeout: the reports and
+// the human output quote its last lines, and quoted a whole line (up to the 64 MiB the runner
+// reads back) in the TAP report, the JUnit report and on stdout, and kept it in memory for
+// every such test until the end. Each quoted line is cut now; the whole log keeps it all.
+TEST(BootTestrunAttackTest, AGuestFloodingItsConsoleGetsItsTimeoutAndShortReports) {
+  SKIP_WITHOUT_KVM();
+  TempDir t;
+  spit(t.path() + "/flood.elf", flooding_kernel());
+  std::string manifest = "[defaults]\nkernel = \"" + t.path() + "/flood.elf\"\nexit = 1\ntimeout = 3\n";
+  manifest += "[[test]]\nname = \"flood0\"\n";
+  spit(t.path() + "/m.toml", manifest);
+  const std::string junit = t.path() + "/r.xml", tap = t.path() + "/r.tap", logs = t.path() + "/logs";
+  const RunResult r = run_minivmm({"test", "--manifest", t.path() + "/m.toml", "--junit",
+                                   junit, "--tap", tap, "--logs", logs},
+                                  false, 60);
+  EXPECT_EQ(r.exit_code, 1) << r.out.substr(0, 2000) << r.err;
+  EXPECT_TRUE(has(r.out, "FAIL flood0 (timeout; duration=3s)")) << r.out.substr(0, 2000);
+  const auto log_size = slurp(logs + "/flood0.log").size();
+  EXPECT_GT(log_size, 20'000u) << "the guest did not flood: nothing tested";
+  EXPECT_LT(r.out.size(), 8'000u);
+  EXPECT_LT(slurp(tap).size(), 8'000u);
+  EXPECT_LT(slurp(junit).size(), 8'000u);
+  EXPECT_TRUE(has(slurp(tap), " bytes cut] AAAA")) << slurp(tap);
+  EXPECT_TRUE(xml_parses(junit));
+  EXPECT_EQ(check_tap(tap), 0);
+  EXPECT_EQ(processes_with(logs), 0) << "a flooding guest outlived its timeout";
 }
 
 struct BadManifest {

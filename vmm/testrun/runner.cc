@@ -58,6 +58,29 @@ std::string read_tail(const std::string& path, std::size_t cap) {
 constexpr std::size_t kConsoleCap = 64u << 20;
 constexpr std::size_t kStderrCap = 1u << 20;
 constexpr std::size_t kTailLines = 20;
+// A quoted line's last bytes: a guest that floods one endless line had all of it (up to
+// kConsoleCap) quoted on stdout and in both reports, and kept in memory per test until the end.
+constexpr std::size_t kTailLineCap = 512;
+
+// `tail` with each line longer than kTailLineCap cut to its end, saying how much went.
+std::string cap_lines(const std::string& tail) {
+  std::string out;
+  std::size_t start = 0;
+  while (start < tail.size()) {
+    std::size_t nl = tail.find('\n', start);
+    if (nl == std::string::npos) nl = tail.size();
+    const std::size_t len = nl - start;
+    if (len > kTailLineCap) {
+      out += "[" + std::to_string(len - kTailLineCap) + " bytes cut] ";
+      out.append(tail, nl - kTailLineCap, kTailLineCap);
+    } else {
+      out.append(tail, start, len);
+    }
+    if (nl < tail.size()) out += '\n';
+    start = nl + 1;
+  }
+  return out;
+}
 // A timeout longer than this is none: steady_clock counts nanoseconds in 64 bits (292 years),
 // and timeout(1) too treats what its clock cannot hold as forever.
 constexpr double kLongestTimeoutS = 100.0 * 365 * 86400;
@@ -399,7 +422,7 @@ class Runner {
       // A signal the runner sent for a timeout is the timeout, not the signal.
       if (WIFSIGNALED(status) && !r.timed_out) obs.term_signal = WTERMSIG(status);
       const std::string console = read_tail(r.console_path, kConsoleCap);
-      obs.console_tail = last_lines(console, kTailLines);
+      obs.console_tail = cap_lines(last_lines(console, kTailLines));
       obs.stderr_text = read_tail(r.stderr_path, kStderrCap);
 
       TestResult result;
