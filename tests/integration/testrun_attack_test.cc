@@ -196,7 +196,7 @@ TEST(BadInputTestrunAttackTest, CtrlCWhileACfgCommandRunsLeavesNoProcess) {
 std::string flooding_kernel() {
   std::string elf(52 + 32, '\0');
   auto put32 = [&](std::size_t at, std::uint32_t v) {
-    for (int i = 0; i < 4; ++i) elf[at + i] = static_cast<char>(v >> (8 * i));
+    for (std::size_t i = 0; i < 4; ++i) elf[at + i] = static_cast<char>(v >> (8 * i));
   };
   auto put16 = [&](std::size_t at, std::uint16_t v) {
     elf[at] = static_cast<char>(v);

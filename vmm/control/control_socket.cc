@@ -291,8 +291,10 @@ bool ControlSocket::evict_one(timers::Nanos now) {
   for (const auto& [id, client] : clients_) {
     // Nothing buffered either way: no request half read, no reply half written.
     if (client.channel->buffered_input() > 0 || client.channel->pending_output() > 0) continue;
-    if (!oldest || client.last_active_at < oldest->last_active_at ||
-        (client.last_active_at == oldest->last_active_at && client.last_active < oldest->last_active)) {
+    const bool older = !oldest || client.last_active_at < oldest->last_active_at ||
+                       (client.last_active_at == oldest->last_active_at &&
+                        client.last_active < oldest->last_active);
+    if (older) {
       oldest = &client;
       victim = id;
     }

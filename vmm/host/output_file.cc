@@ -211,9 +211,9 @@ int open_streamed_log(const std::string& path, std::string& error) noexcept {
     return -1;
   }
   // O_NOFOLLOW and O_NONBLOCK again for what changed since the lstat; fstat has the last word.
-  const int fd = ::open(path.c_str(),
-                        O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK,
-                        0644);
+  constexpr int kFlags =
+      O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK;
+  const int fd = ::open(path.c_str(), kFlags, 0644);
   if (fd < 0) {
     error = "cannot open '" + path + "': " + std::strerror(errno);
     return -1;

@@ -95,7 +95,8 @@ std::pair<std::string, int> run_bash(const std::string& dir, const std::string& 
   std::string stopped;  // why it was stopped
   int stop_signal = 0;
   if (pid > 0) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kCommandTimeoutMs);
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(kCommandTimeoutMs);
     char buf[4096];
     for (;;) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(

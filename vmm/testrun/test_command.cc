@@ -212,13 +212,17 @@ void plan_inputs(const TestCommandOptions& o, const Plan& plan, std::vector<vmm:
       if (!e.file.empty()) files.insert(tree.dir + "/" + tree.host.test_dir + "/" + e.file);
     }
     for (const auto& f : files) in.push_back({"--kvm-unit-tests (a test's kernel)", f});
-    if (!o.logs.empty()) in.push_back({"--logs (the environment module)", o.logs + "/kvm-unit-tests.env"});
+    if (!o.logs.empty()) {
+      in.push_back({"--logs (the environment module)", o.logs + "/kvm-unit-tests.env"});
+    }
   }
   std::set<std::string> files;
   for (const TestCase& t : plan.tests) {
     if (!t.kernel.empty()) files.insert(t.kernel);
     for (std::size_t i = 0; i + 1 < t.run_args.size(); ++i) {
-      if (t.run_args[i] == "--initrd" || t.run_args[i] == "--kernel") files.insert(t.run_args[i + 1]);
+      if (t.run_args[i] == "--initrd" || t.run_args[i] == "--kernel") {
+        files.insert(t.run_args[i + 1]);
+      }
     }
   }
   for (const auto& f : files) in.push_back({"a test's kernel or initrd", f});
