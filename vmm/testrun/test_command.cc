@@ -202,7 +202,8 @@ std::vector<vmm::InputFile> command_line_inputs(const TestCommandOptions& o) {
 }
 
 // ... and once the plan is made: every test's kernel and initrd, the suite's cfg wherever its
-// TEST_DIR says, its environment module and results.tsv in the logs folder.
+// TEST_DIR says and its environment module in the logs folder (check_reports() adds
+// results.tsv, which is no input but must not be a report either).
 void plan_inputs(const TestCommandOptions& o, const Plan& plan, std::vector<vmm::InputFile>& in) {
   if (plan.suite) {
     const KutTree& tree = *plan.suite;
