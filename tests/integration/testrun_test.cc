@@ -357,7 +357,7 @@ INSTANTIATE_TEST_SUITE_P(
         Usage{"JunitIsADirectory", {"--manifest", "@ok.toml", "--junit", "@"},
               "--junit: '@' is a directory"},
         Usage{"TapInAMissingFolder", {"--manifest", "@ok.toml", "--tap", "/nonexistent/r.tap"},
-              "--tap: cannot write in '/nonexistent': No such file or directory"},
+              "--tap: '/nonexistent/r.tap' is in a folder that does not exist"},
         Usage{"DefineWithoutValue", {"--manifest", "@ok.toml", "--define", "x"},
               "--define: 'x' is not NAME=VALUE"},
         Usage{"NotASuiteTree", {"--kvm-unit-tests", "@"},

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cstring>
 #include <stdexcept>
 #include <system_error>
@@ -100,6 +101,7 @@ ControlSocket::ControlSocket(loop::EventLoop& loop, timers::TimerList& rt_timers
                              std::string path, ControlHandlers handlers,
                              ControlSocketOptions options)
     : loop_(loop),
+      clock_(rt_timers.clock()),
       path_(std::move(path)),
       handlers_(std::move(handlers)),
       options_(options),
@@ -144,7 +146,8 @@ ControlSocket::ControlSocket(loop::EventLoop& loop, timers::TimerList& rt_timers
   dev_ = st.st_dev;
   ino_ = st.st_ino;
 
-  if (::listen(listen_fd_, static_cast<int>(options_.max_clients)) != 0) {
+  if (::listen(listen_fd_, std::max(kListenBacklog, static_cast<int>(std::min<std::size_t>(
+                                                        options_.max_clients, INT_MAX)))) != 0) {
     fail(errno, "listen", true);
   }
   try {
@@ -195,7 +198,8 @@ void ControlSocket::on_accept() {
         continue;
       }
     }
-    if (clients_.size() >= options_.max_clients && !evict_one()) {
+    // Idleness by the clock now, as the newcomer arrives (not by the last sweep).
+    if (clients_.size() >= options_.max_clients && !evict_one(clock_.now())) {
       refuse(fd, "too many clients");
       continue;
     }
@@ -234,7 +238,7 @@ void ControlSocket::on_accept() {
     try {
       clients_.emplace(id, Client{std::make_unique<loop::JsonLineChannel>(
                                       loop_, fd, options_.limits, std::move(h)),
-                                  ++activity_, 0});
+                                  ++activity_, clock_.now()});
     } catch (const std::system_error& e) {  // the channel closed fd
       log::warn("api socket: cannot watch a client: {}", e.what());
       continue;
@@ -252,20 +256,23 @@ void ControlSocket::touch(std::uint64_t id) {
   const auto it = clients_.find(id);
   if (it == clients_.end()) return;
   it->second.last_active = ++activity_;
-  it->second.idle_sweeps = 0;
+  it->second.last_active_at = clock_.now();
 }
 
 timers::Nanos ControlSocket::sweep_period() const {
   return std::max(options_.idle_timeout / kSweepsPerTimeout, timers::Nanos{1});
 }
 
+timers::Nanos ControlSocket::eviction_idle() const {
+  return std::max(options_.idle_timeout / kSweepsPerTimeout, timers::Nanos{1});
+}
+
 void ControlSocket::sweep(timers::Nanos now) {
-  // Sweeps are at least a period apart (each is armed a period after the last ran), so a client
-  // whose count passes kSweepsPerTimeout has been idle for the whole timeout, and for less than
-  // one period more if the loop was on time.
+  // By each client's time, so a client goes at the first sweep at or after its timeout (within
+  // a period more if the loop was on time).
   std::vector<std::uint64_t> idle;
   for (auto& [id, client] : clients_) {
-    if (++client.idle_sweeps > kSweepsPerTimeout) idle.push_back(id);
+    if (now - client.last_active_at >= options_.idle_timeout) idle.push_back(id);
   }
   // Re-armed first, so that nothing below can stop the sweeps; if every client goes now, the
   // next sweep finds none and stops.
@@ -277,24 +284,24 @@ void ControlSocket::sweep(timers::Nanos now) {
   }
 }
 
-bool ControlSocket::evict_one() {
-  if (options_.idle_timeout <= timers::Nanos{0}) return false;  // no sweeps: nobody is idle
+bool ControlSocket::evict_one(timers::Nanos now) {
+  if (options_.idle_timeout <= timers::Nanos{0}) return false;  // no timeout: nobody is idle
   std::uint64_t victim = kNoClient;
-  std::uint64_t oldest = UINT64_MAX;
+  const Client* oldest = nullptr;
   for (const auto& [id, client] : clients_) {
-    // Two sweeps since its last request: idle for at least a period, so a burst of connects
-    // does not evict itself. Nothing buffered either way: no request half read, no reply
-    // half written.
-    if (client.idle_sweeps < 2 || client.channel->buffered_input() > 0 ||
-        client.channel->pending_output() > 0) {
-      continue;
-    }
-    if (client.last_active < oldest) {
-      oldest = client.last_active;
+    // Nothing buffered either way: no request half read, no reply half written.
+    if (client.channel->buffered_input() > 0 || client.channel->pending_output() > 0) continue;
+    const bool older = !oldest || client.last_active_at < oldest->last_active_at ||
+                       (client.last_active_at == oldest->last_active_at &&
+                        client.last_active < oldest->last_active);
+    if (older) {
+      oldest = &client;
       victim = id;
     }
   }
-  if (victim == kNoClient) return false;
+  // Only the one idle longest is considered: if it has not been idle long enough, nobody has.
+  // Idle for at least eviction_idle(), so a burst of connects does not evict its own members.
+  if (!oldest || now - oldest->last_active_at < eviction_idle()) return false;
   ++stats_.evicted;
   // Guarded here: on_accept holds the newcomer's fd, which an exception would leak.
   guarded(victim, [&] { close_client(victim, "idle while the client table was full; closing"); });

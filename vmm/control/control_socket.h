@@ -20,16 +20,24 @@
 //   wait for the next ones. A client that does not read lets at most `max_output` bytes of
 //   replies pile up, then is dropped.
 // - A client that completes no request (or bad line) for `idle_timeout` gets
-//   {"ok":false,"error":"idle for 30 s; closing"} and is closed. One rt_clock timer sweeps the
-//   clients every tenth of the timeout while any are connected, so a request costs no clock
-//   read and no timer arm; a client goes between the timeout and a tenth more after its last
-//   request. rt_clock, not vm_clock: the timeout runs while the guest is paused.
-// - `max_clients` at once. A newcomer to a full table evicts the client idle longest, if one
-//   has been idle for at least a sweep period (a tenth of the timeout) and has nothing
-//   buffered either way (no request half read, no reply half written); it gets
-//   {"ok":false,"error":"idle while the client table was full; closing"}. If none may go, the
-//   newcomer gets {"ok":false,"error":"too many clients"} and is closed, as are clients of
-//   another uid (SO_PEERCRED, on top of the 0600 file mode), who evict nobody.
+//   {"ok":false,"error":"idle for 30 s; closing"} and is closed. Each client keeps the rt_clock
+//   time of its accept or last request (one clock read per request, a vDSO call); one
+//   rt_clock timer sweeps the clients every tenth of the timeout while any are connected, so
+//   a request arms no timer and a client goes between the timeout and a tenth more after its
+//   last request. rt_clock, not vm_clock: the timeout runs while the guest is paused.
+// - `max_clients` at once. A newcomer to a full table evicts the client idle longest, if that
+//   one has been idle for at least a tenth of the timeout (3 s of the default 30 s) by the
+//   clock at the moment the newcomer is accepted, and has nothing buffered either way (no
+//   request half read, no reply half written); it gets
+//   {"ok":false,"error":"idle while the client table was full; closing"}. (Idleness was once
+//   counted in sweeps, so a client had to be idle 3 to 6 s depending on the sweep's phase:
+//   issue 31.) If none may go, the newcomer gets {"ok":false,"error":"too many clients"} and
+//   is closed, as are clients of another uid (SO_PEERCRED, on top of the 0600 file mode), who
+//   evict nobody.
+// - The listen backlog is kListenBacklog (the kernel caps it at net.core.somaxconn), not
+//   max_clients: a UNIX socket's non-blocking connect past the backlog fails with EAGAIN, so
+//   with a backlog of 16, a 17th connect in flight failed before the VMM could refuse it with
+//   a reply. Every connect the backlog holds is accepted and served or refused with a line.
 //
 // The socket file: created with mode 0600 (umask around bind, checked and chmod'ed before
 // listen(), and nobody can connect before listen()). An existing file at PATH is replaced only
@@ -124,8 +132,10 @@ class ControlSocket {
   void touch(std::uint64_t id);
   timers::Nanos sweep_period() const;
   void sweep(timers::Nanos now);
-  // Closes the longest-idle client that may be evicted; false if none may.
-  bool evict_one();
+  // How long a client must be idle for a newcomer to a full table to evict it.
+  timers::Nanos eviction_idle() const;
+  // Closes the longest-idle client that may be evicted at `now`; false if none may.
+  bool evict_one(timers::Nanos now);
   // Sends `why` as an error line, then closes (best effort: a full socket drops the line).
   void close_client(std::uint64_t id, const std::string& why);
   void on_message(std::uint64_t id, nlohmann::json request);
@@ -135,15 +145,20 @@ class ControlSocket {
   static constexpr std::uint64_t kNoClient = UINT64_MAX;
   // Idle sweeps per idle_timeout: a client is closed between the timeout and a tenth more.
   static constexpr unsigned kSweepsPerTimeout = 10;
+ public:
+  // Connects in flight that the kernel holds for accept().
+  static constexpr int kListenBacklog = 4096;
 
+ private:
   struct Client {
     std::unique_ptr<loop::JsonLineChannel> channel;
-    // activity_ at its accept or its last request: the smallest is the longest idle.
+    // activity_ at its accept or its last request: orders clients idle since the same instant.
     std::uint64_t last_active = 0;
-    unsigned idle_sweeps = 0;  // sweeps since then
+    timers::Nanos last_active_at{0};  // the rt clock's time then
   };
 
   loop::EventLoop& loop_;
+  const timers::Clock& clock_;  // rt_timers' clock
   const std::string path_;
   const ControlHandlers handlers_;
   const ControlSocketOptions options_;
@@ -154,8 +169,7 @@ class ControlSocket {
   std::uint64_t next_client_ = 0;
   std::uint64_t activity_ = 0;  // counts accepts and requests: orders clients by idleness
   std::unordered_map<std::uint64_t, Client> clients_;
-  // Sweeps the clients every sweep_period() while there are any: no clock read or timer arm
-  // per request (a request only resets its client's count).
+  // Sweeps the clients every sweep_period() while there are any: no timer arm per request.
   timers::Timer idle_timer_;
   ControlSocketStats stats_;
 };

@@ -41,11 +41,20 @@ std::optional<std::string> resolved_name(const std::string& path) {
   return (*real_dir == "/" ? "" : *real_dir) + "/" + name;
 }
 
-// /dev/stdout, /dev/fd/N, /proc/self/fd/N: another name for a file descriptor the process
-// already has. Renaming onto what they resolve to would replace that file (the console, if
-// stdout is a file); they are written to in place, appending.
+// /dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N, /proc/PID/fd/N: another name for a
+// file descriptor a process already has. Renaming onto what they resolve to would replace that
+// file (the console, if stdout is a file); they are written to in place, appending. Only these
+// names: any path under /dev/ once counted, so a regular file in /dev/shm was appended to
+// (an old report with a new one after it) instead of replaced.
 bool is_fd_alias(const std::string& path) {
-  return path.rfind("/dev/", 0) == 0 || path.rfind("/proc/", 0) == 0;
+  if (path == "/dev/stdout" || path == "/dev/stderr" || path.rfind("/dev/fd/", 0) == 0 ||
+      path.rfind("/proc/self/fd/", 0) == 0 || path.rfind("/proc/thread-self/fd/", 0) == 0) {
+    return true;
+  }
+  if (path.rfind("/proc/", 0) != 0) return false;
+  const auto digits_end = path.find_first_not_of("0123456789", 6);
+  return digits_end > 6 && digits_end != std::string::npos &&
+         path.compare(digits_end, 4, "/fd/") == 0;
 }
 
 bool write_fd(int fd, std::string_view text, std::chrono::milliseconds timeout,
@@ -176,6 +185,48 @@ void OutputFile::open() {
     throw VmmError(ExitCode::kUsage,
                    option_ + ": cannot open '" + path_ + "': " + std::strerror(err));
   }
+}
+
+int open_streamed_log(const std::string& path, std::string& error) noexcept {
+  // Judged before it is opened: opening a FIFO would wait for its reader, opening a device can
+  // do what the device does on open (a tape rewinds), and O_TRUNC follows a symbolic link.
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (S_ISLNK(st.st_mode)) {
+      error = "'" + path + "' is a symbolic link; a log is a regular file of the logs folder";
+      return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+      error = "'" + path + "' is " + (S_ISFIFO(st.st_mode)  ? "a FIFO"
+                                      : S_ISDIR(st.st_mode) ? "a directory"
+                                      : S_ISCHR(st.st_mode) ? "a character device"
+                                      : S_ISBLK(st.st_mode) ? "a block device"
+                                      : S_ISSOCK(st.st_mode) ? "a socket"
+                                                             : "not a regular file") +
+              "; a log is a regular file of the logs folder";
+      return -1;
+    }
+  } else if (errno != ENOENT) {
+    error = "'" + path + "': " + std::strerror(errno);
+    return -1;
+  }
+  // O_NOFOLLOW and O_NONBLOCK again for what changed since the lstat; fstat has the last word.
+  constexpr int kFlags =
+      O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK;
+  const int fd = ::open(path.c_str(), kFlags, 0644);
+  if (fd < 0) {
+    error = "cannot open '" + path + "': " + std::strerror(errno);
+    return -1;
+  }
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    error = "'" + path + "' is not a regular file; a log is a regular file of the logs folder";
+    return -1;
+  }
+  // Blocking again: a regular file never blocks anyway, and the child that inherits it (the
+  // console of a `minivmm test` run) must not meet EAGAIN.
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
 }
 
 bool OutputFile::write(std::string_view text, std::string& error) noexcept {

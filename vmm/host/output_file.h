@@ -1,9 +1,11 @@
-// A file the user asks minivmm to write (`--stats`, and any later report option), handled so
-// that naming it can never destroy anything:
+// A file the user asks minivmm to write (`--stats`; `minivmm test`'s --tap, --junit and every
+// file of its --logs folder), handled so that naming it can never destroy anything:
 //  - check(): judged with every other input, before anything is created, truncated or opened,
-//    and before /dev/kvm: not empty, not a directory or a socket, in a folder that exists and
-//    can be written, and never one of the run's input files (device and inode, symlinks
-//    resolved), so `--stats k.bin --kernel k.bin` is a usage error instead of a lost kernel.
+//    and before /dev/kvm: not empty, not a directory, a socket or a block device (a report
+//    written onto a disk would destroy what it holds; refusing it replaces nothing), in a
+//    folder that exists and can be written, and never one of the run's input files (device
+//    and inode, symlinks resolved), so `--stats k.bin --kernel k.bin` is a usage error
+//    instead of a lost kernel.
 //  - open(): after every input check passed. A FIFO is opened non-blocking, so one without a
 //    reader is a one-line error instead of a hang; a regular file is not touched yet.
 //  - write(): at the end. A regular file gets the whole text in a temporary file beside it,
@@ -59,6 +61,9 @@ class OutputFile {
 
   Kind kind() const noexcept { return kind_; }
   const std::string& path() const noexcept { return path_; }
+  // kRegular: the real path the report is renamed onto (two reports of one run must not
+  // share one); empty for the other kinds.
+  const std::string& resolved() const noexcept { return resolved_; }
 
  private:
   bool write_regular(std::string_view text, std::string& error) noexcept;
@@ -70,5 +75,12 @@ class OutputFile {
   int fd_ = -1;           // kDirect once open()ed
   std::chrono::milliseconds write_timeout_{10'000};
 };
+
+// A log that grows while a run goes on (a test's console, which a child writes), so it cannot
+// be written beside and renamed: `path` must be a regular file or nothing. A FIFO, a device, a
+// directory, a socket or a symbolic link there is refused without being opened (no wait for a
+// FIFO's reader, no device replaced or truncated). Returns the fd (blocking, close-on-exec),
+// or -1 with `error` set (one line, naming the path).
+int open_streamed_log(const std::string& path, std::string& error) noexcept;
 
 }  // namespace minivmm::vmm

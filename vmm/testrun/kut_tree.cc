@@ -2,13 +2,18 @@
 
 #include <fcntl.h>
 #include <glob.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -35,8 +40,18 @@ std::map<std::string, std::string> read_config_mak(const std::string& text) {
   return vars;
 }
 
+// A cfg's commands (`disabled_if`, `$(...)` in its values) are the suite's own code, run as
+// run_tests.sh runs them. But one that never ends (`sleep 1000`, a background process that
+// keeps its stdout) held `minivmm test` forever before any test started, and one that writes
+// without end (`yes`) grew the runner's memory until the host's OOM killer came: each now has
+// kCommandTimeout and kCommandOutputCap, and is stopped with its whole process group.
+constexpr int kCommandTimeoutMs = 10'000;
+constexpr std::size_t kCommandOutputCap = 1u << 20;
+
 // Runs `bash -c command` in `dir` with `extra_env` added (the environment wins); its stdout,
-// and its exit status (-1 when it could not run or did not exit).
+// and its exit status (-1 when it could not run, did not exit, or was stopped: then a warning
+// says why). Ctrl-C (SIGINT, SIGTERM, SIGHUP) while it runs stops it, then ends the runner by
+// the same signal, as before the command started.
 std::pair<std::string, int> run_bash(const std::string& dir, const std::string& command,
                                      const std::map<std::string, std::string>& extra_env) {
   int out[2];
@@ -49,8 +64,19 @@ std::pair<std::string, int> run_bash(const std::string& dir, const std::string& 
   std::vector<char*> envp;
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
+
+  sigset_t stop_signals, old_mask;
+  sigemptyset(&stop_signals);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop_signals, sig);
+  ::sigprocmask(SIG_BLOCK, &stop_signals, &old_mask);
+  const int sigfd = ::signalfd(-1, &stop_signals, SFD_CLOEXEC | SFD_NONBLOCK);
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid == 0) {
+    // Its own process group, so that a stop takes what it started too.
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
     const int devnull = ::open("/dev/null", O_RDWR);
     ::dup2(devnull, 0);
     ::dup2(out[1], 1);
@@ -63,20 +89,71 @@ std::pair<std::string, int> run_bash(const std::string& dir, const std::string& 
     ::execve("/bin/bash", const_cast<char**>(argv), envp.data());
     ::_exit(127);
   }
+  if (pid > 0) ::setpgid(pid, pid);
   ::close(out[1]);
   std::string text;
+  std::string stopped;  // why it was stopped
+  int stop_signal = 0;
   if (pid > 0) {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(kCommandTimeoutMs);
     char buf[4096];
-    ssize_t n;
-    while ((n = ::read(out[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
-      if (n > 0) text.append(buf, static_cast<std::size_t>(n));
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            deadline - std::chrono::steady_clock::now())
+                            .count();
+      if (left <= 0) {
+        stopped = "ran for " + std::to_string(kCommandTimeoutMs / 1000) + " s";
+        break;
+      }
+      pollfd p[2] = {{out[0], POLLIN, 0}, {sigfd, POLLIN, 0}};
+      const int rc = ::poll(p, sigfd >= 0 ? 2 : 1, static_cast<int>(left));
+      if (rc < 0 && errno != EINTR) break;
+      if (rc <= 0) continue;
+      if (sigfd >= 0 && (p[1].revents & POLLIN)) {
+        signalfd_siginfo si{};
+        if (::read(sigfd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+          stop_signal = static_cast<int>(si.ssi_signo);
+          stopped = "interrupted";
+          break;
+        }
+      }
+      if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+        const ssize_t n = ::read(out[0], buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;  // EOF: every writer is gone
+        text.append(buf, static_cast<std::size_t>(n));
+        if (text.size() > kCommandOutputCap) {
+          stopped = "wrote more than " + std::to_string(kCommandOutputCap >> 20) + " MiB";
+          break;
+        }
+      }
     }
+    // Whatever it left in its group goes with it (a background process kept the pipe open).
+    ::kill(-pid, SIGKILL);
   }
   ::close(out[0]);
   int status = 0;
   if (pid > 0) {
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
+  }
+  if (sigfd >= 0) ::close(sigfd);
+  ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  if (stop_signal != 0) {
+    // As if the command had not been running: the signal's own action (the runner's
+    // interrupted status comes later, once tests run).
+    ::signal(stop_signal, SIG_DFL);
+    ::raise(stop_signal);
+  }
+  if (!stopped.empty()) {
+    std::string shown = command.substr(0, 80);
+    for (char& c : shown) {
+      if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+    }
+    std::fprintf(stderr, "minivmm test: warning: the cfg's command '%s%s' %s; stopped\n",
+                 shown.c_str(), command.size() > 80 ? "..." : "", stopped.c_str());
+    return {"", -1};
   }
   return {text, pid > 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1};
 }

@@ -49,18 +49,53 @@ std::size_t utf8_length(std::string_view s, std::size_t i) {
   return n;
 }
 
+// `text` as a TAP consumer and a YAML parser can read it: valid UTF-8 (a console holds any
+// bytes a guest wrote), and no character YAML calls unprintable (C0 controls but tab, DEL, C1
+// controls but NEL, U+FFFE and U+FFFF) nor a line break: each becomes '?'.
+std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size();) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    if (b < 0x80) {
+      out += (b < 0x20 && b != '\t') || b == 0x7f ? '?' : text[i];
+      ++i;
+      continue;
+    }
+    const std::size_t n = utf8_length(text, i);
+    // C1 controls are U+0080..U+009F: 0xc2 0x80..0x9f in UTF-8 (0xc2 0x85 is NEL, allowed).
+    const bool c1 = n == 2 && b == 0xc2 && static_cast<unsigned char>(text[i + 1]) < 0xa0 &&
+                    static_cast<unsigned char>(text[i + 1]) != 0x85;
+    if (n == 0 || c1) {
+      out += '?';
+      i += n == 0 ? 1 : n;
+      continue;
+    }
+    out.append(text.substr(i, n));
+    i += n;
+  }
+  return out;
+}
+
+// A test line's description: printable, and TAP's escapes for '\' and '#' (an unescaped '#'
+// starts a directive: a cfg entry named `[a # SKIP b]` read as a skipped test `a`).
+std::string tap_description(std::string_view text) {
+  std::string out;
+  for (char c : printable(text)) {
+    if (c == '\t') c = '?';  // one blank-free field for line-based readers
+    if (c == '\\' || c == '#') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
 std::string yaml_block(std::string_view text, const char* indent) {
   std::string out;
   std::size_t start = 0;
   while (start < text.size()) {
     auto nl = text.find('\n', start);
     if (nl == std::string_view::npos) nl = text.size();
-    std::string line(text.substr(start, nl - start));
-    // A TAP consumer reads the block as YAML: keep it printable.
-    for (char& c : line) {
-      if (static_cast<unsigned char>(c) < 0x20 && c != '\t') c = '?';
-    }
-    out += indent + line + "\n";
+    out += indent + printable(text.substr(start, nl - start)) + "\n";
     start = nl + 1;
   }
   return out;
@@ -68,11 +103,9 @@ std::string yaml_block(std::string_view text, const char* indent) {
 
 std::string yaml_quote(std::string_view s) {
   std::string out = "'";
-  for (char c : s) {
+  for (char c : printable(s)) {
     if (c == '\'') {
       out += "''";
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += ' ';
     } else {
       out += c;
     }
@@ -120,11 +153,11 @@ std::string tap_report(const std::vector<TestCase>& tests, const std::vector<Tes
     const TestCase& t = tests[r.index];
     ++n;
     const bool failed = r.verdict.outcome == Outcome::kFail;
-    out += (failed ? "not ok " : "ok ") + std::to_string(n) + " - " + t.name;
+    out += (failed ? "not ok " : "ok ") + std::to_string(n) + " - " + tap_description(t.name);
     if (r.verdict.outcome == Outcome::kSkip) {
-      out += " # SKIP " + r.verdict.detail;
+      out += " # SKIP " + printable(r.verdict.detail);
     } else if (!r.verdict.detail.empty() && !failed) {
-      out += " (" + r.verdict.detail + ")";
+      out += " (" + tap_description(r.verdict.detail) + ")";
     }
     out += "\n";
     if (failed) {
@@ -133,7 +166,9 @@ std::string tap_report(const std::vector<TestCase>& tests, const std::vector<Tes
       out += "  duration_ms: " + fixed3(r.duration_s * 1000) + "\n";
       out += "  origin: " + yaml_quote(t.origin) + "\n";
       if (!r.console_tail.empty()) {
-        out += "  console: |\n" + yaml_block(r.console_tail, "    ");
+        // |2: the block's indentation said, not guessed from a first line that starts
+        // with blanks (YAML then took the lines after it for the end of the block).
+        out += "  console: |2\n" + yaml_block(r.console_tail, "    ");
       }
       out += "  ...\n";
     }
@@ -214,52 +249,18 @@ std::string results_tsv(const std::vector<TestCase>& tests, const std::vector<Te
   for (const TestResult& r : results) {
     std::string detail = r.verdict.detail;
     for (char& c : detail) {
-      if (c == '\t' || c == '\n') c = ' ';
+      if (c == '\t' || c == '\n' || c == '\r') c = ' ';
     }
     const double runner_ms = r.ran ? (r.duration_s - r.vmm_s) * 1000 : r.duration_s * 1000;
-    out += tests[r.index].name + "\t" + std::string(outcome_word(r.verdict.outcome)) + "\t" +
+    std::string name = tests[r.index].name;
+    for (char& c : name) {
+      if (c == '\t' || c == '\n' || c == '\r') c = ' ';
+    }
+    out += name + "\t" + std::string(outcome_word(r.verdict.outcome)) + "\t" +
            detail + "\t" + fixed3(r.duration_s) + "\t" + fixed3(r.ran ? r.vmm_s : 0) + "\t" +
            fixed3(runner_ms) + "\n";
   }
   return out;
-}
-
-bool write_report(const std::string& path, const std::string& text, std::string& why) {
-  auto write_all = [&](int fd) {
-    std::size_t done = 0;
-    while (done < text.size()) {
-      const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return false;
-      done += static_cast<std::size_t>(n);
-    }
-    return true;
-  };
-  if (path == "-") {
-    if (write_all(1)) return true;
-    why = std::string("stdout: ") + std::strerror(errno);
-    return false;
-  }
-  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    // The file that could not be made: the report's own name would blame a file that exists.
-    why = path + ": cannot create " + tmp + ": " + std::strerror(errno);
-    return false;
-  }
-  const bool ok = write_all(fd);
-  const int write_errno = errno;
-  if (::close(fd) != 0 || !ok) {
-    why = path + ": " + std::strerror(ok ? errno : write_errno);
-    ::unlink(tmp.c_str());
-    return false;
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    why = path + ": " + std::strerror(errno);
-    ::unlink(tmp.c_str());
-    return false;
-  }
-  return true;
 }
 
 }  // namespace minivmm::testrun

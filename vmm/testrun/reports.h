@@ -8,6 +8,8 @@
 //    any bytes a guest wrote);
 //  - results.tsv in the logs folder: name, verdict, reason, the test's time, the VMM process's
 //    own time and what the runner added (what scripts/bench_test_runner.sh reads).
+// test_command.cc writes them through vmm::OutputFile (vmm/host/output_file.h), as every file
+// minivmm writes.
 #pragma once
 
 #include <string>
@@ -27,9 +29,5 @@ std::string results_tsv(const std::vector<TestCase>& tests, const std::vector<Te
 // `text` as XML 1.0 character data or attribute value: markup escaped, characters XML cannot
 // hold (control characters but tab, CR and newline; invalid UTF-8) replaced with '?'.
 std::string xml_escape(std::string_view text);
-
-// Writes `text` to `path` ("-": stdout) whole: into a temporary file beside it, renamed into
-// place. Returns false with `why` set.
-bool write_report(const std::string& path, const std::string& text, std::string& why);
 
 }  // namespace minivmm::testrun

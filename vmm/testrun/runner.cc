@@ -18,6 +18,8 @@
 #include <set>
 #include <system_error>
 
+#include "vmm/host/output_file.h"
+
 namespace minivmm::testrun {
 namespace {
 
@@ -31,7 +33,8 @@ double seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 
 // The last `cap` bytes of the file at `path` (all of a smaller one); empty if unreadable.
 std::string read_tail(const std::string& path, std::size_t cap) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO put there meanwhile must not hold the runner.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return "";
   struct stat st {};
   std::string out;
@@ -55,6 +58,29 @@ std::string read_tail(const std::string& path, std::size_t cap) {
 constexpr std::size_t kConsoleCap = 64u << 20;
 constexpr std::size_t kStderrCap = 1u << 20;
 constexpr std::size_t kTailLines = 20;
+// A quoted line's last bytes: a guest that floods one endless line had all of it (up to
+// kConsoleCap) quoted on stdout and in both reports, and kept in memory per test until the end.
+constexpr std::size_t kTailLineCap = 512;
+
+// `tail` with each line longer than kTailLineCap cut to its end, saying how much went.
+std::string cap_lines(const std::string& tail) {
+  std::string out;
+  std::size_t start = 0;
+  while (start < tail.size()) {
+    std::size_t nl = tail.find('\n', start);
+    if (nl == std::string::npos) nl = tail.size();
+    const std::size_t len = nl - start;
+    if (len > kTailLineCap) {
+      out += "[" + std::to_string(len - kTailLineCap) + " bytes cut] ";
+      out.append(tail, nl - kTailLineCap, kTailLineCap);
+    } else {
+      out.append(tail, start, len);
+    }
+    if (nl < tail.size()) out += '\n';
+    start = nl + 1;
+  }
+  return out;
+}
 // A timeout longer than this is none: steady_clock counts nanoseconds in 64 bits (292 years),
 // and timeout(1) too treats what its clock cannot hold as forever.
 constexpr double kLongestTimeoutS = 100.0 * 365 * 86400;
@@ -228,19 +254,26 @@ class Runner {
       text += (text.empty() ? "" : " ") + (plain ? a : quoted);
     }
     text += "\n" + warnings;
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return;
-    const ssize_t n = ::write(fd, text.data(), text.size());
-    static_cast<void>(n);  // a log of convenience: a short write loses nothing the verdict needs
-    ::close(fd);
+    // A log of convenience: one that cannot be written loses nothing the verdict needs. Through
+    // OutputFile all the same, so a FIFO or a device of that name is never replaced.
+    try {
+      vmm::OutputFile out = vmm::OutputFile::check("--logs", path, {});
+      out.open();
+      std::string why;
+      static_cast<void>(out.write(text, why));
+    } catch (const std::exception&) {
+    }
   }
 
   // fork + exec, the child in its own process group and dying with the runner. -1 with `why`
   // when the files cannot be opened or the exec fails (reported back through a CLOEXEC pipe).
   pid_t spawn(const std::vector<std::string>& args, const std::string& out_path,
               const std::string& err_path, std::string& why) {
-    const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    // The console and stderr grow while the test runs: regular files of the logs folder only
+    // (a FIFO there was a hang in open(), a symbolic link was followed and truncated).
+    std::string log_error;
+    const int out = vmm::open_streamed_log(out_path, log_error);
+    const int err = out < 0 ? -1 : vmm::open_streamed_log(err_path, log_error);
     const int in = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     int report[2] = {-1, -1};
     auto close_all = [&] {
@@ -248,7 +281,12 @@ class Runner {
         if (fd >= 0) ::close(fd);
       }
     };
-    if (out < 0 || err < 0 || in < 0 || ::pipe2(report, O_CLOEXEC) != 0) {
+    if (out < 0 || err < 0) {
+      why = "cannot open the test's logs: " + log_error;
+      close_all();
+      return -1;
+    }
+    if (in < 0 || ::pipe2(report, O_CLOEXEC) != 0) {
       why = std::string("cannot open the test's files: ") + std::strerror(errno);
       close_all();
       return -1;
@@ -384,7 +422,7 @@ class Runner {
       // A signal the runner sent for a timeout is the timeout, not the signal.
       if (WIFSIGNALED(status) && !r.timed_out) obs.term_signal = WTERMSIG(status);
       const std::string console = read_tail(r.console_path, kConsoleCap);
-      obs.console_tail = last_lines(console, kTailLines);
+      obs.console_tail = cap_lines(last_lines(console, kTailLines));
       obs.stderr_text = read_tail(r.stderr_path, kStderrCap);
 
       TestResult result;
@@ -428,6 +466,9 @@ std::string log_file_stem(const std::string& test_name) {
     if (c == '/' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '_';
   }
   if (s.empty() || s == "." || s == "..") s = "_" + s;
+  // A file name holds 255 bytes (NAME_MAX): a cfg's 5000-byte name made every log's open fail.
+  // 200 leaves room for ".stderr" and name_logs()'s ".N".
+  if (s.size() > 200) s.resize(200);
   return s;
 }
 

@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "vmm/host/output_file.h"
 #include "vmm/testrun/host_files.h"
 #include "vmm/testrun/kut_tree.h"
 #include "vmm/testrun/manifest.h"
@@ -20,6 +21,7 @@
 #include "vmm/testrun/reports.h"
 #include "vmm/testrun/runner.h"
 #include "vmm/testrun/schedule.h"
+#include "vmm/vmm_error.h"
 
 namespace minivmm::testrun {
 namespace {
@@ -34,18 +36,33 @@ struct UsageError {
   std::string what;
 };
 
-// A report target is judged before anything runs, so a typo costs no test run.
-void check_output_path(const char* option, const std::string& path) {
-  if (path.empty() || path == "-") return;
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-    throw UsageError{std::string(option) + ": '" + path + "' is a directory"};
+// Every file `minivmm test` writes goes through vmm::OutputFile (vmm/host/output_file.h): a
+// regular file is written beside and renamed onto, a FIFO or a character device is written in
+// place and never replaced, and none may be one of the run's inputs. (The runner once had a
+// write path of its own that renamed onto /dev/null, making it a regular file for the whole
+// machine: issue 31.)
+vmm::OutputFile check_output(const std::string& option, const std::string& path,
+                             const std::vector<vmm::InputFile>& inputs) {
+  try {
+    return vmm::OutputFile::check(option, path, inputs);
+  } catch (const vmm::VmmError& e) {
+    throw UsageError{e.what()};
   }
-  const auto slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
-  if (::access(dir.c_str(), W_OK) != 0) {
-    throw UsageError{std::string(option) + ": cannot write in '" + dir + "': " + std::strerror(errno)};
+}
+
+// Writes `text` to `out` as `option`, opening it first if it is not yet. false with `why`,
+// one line that names the option and the file.
+bool write_output(const std::string& option, vmm::OutputFile& out, const std::string& text,
+                  std::string& why) {
+  try {
+    out.open();
+  } catch (const vmm::VmmError& e) {
+    why = e.what();
+    return false;
   }
+  if (out.write(text, why)) return true;
+  why = option + ": " + out.path() + ": " + why;
+  return false;
 }
 
 // The tests to run, from every source, in the sources' order.
@@ -162,9 +179,73 @@ std::string write_environment(const TestCommandOptions& o, Plan& plan, const std
   const auto text = kut_host_environment(*plan.suite, o.all, plan.env_error);
   if (!text) return "";
   std::string path = dir + "/kvm-unit-tests.env";
+  vmm::OutputFile out = check_output("the environment module", path, {});
   std::string why;
-  if (!write_report(path, *text, why)) throw UsageError{"cannot write the environment module: " + why};
+  if (!write_output("the environment module", out, *text, why)) {
+    throw UsageError{"cannot write the environment module: " + why};
+  }
   return path;
+}
+
+// What the reports must never overwrite, known before the plan: the manifests, the suite's
+// config.mak and cfg, and minivmm itself (`--junit build/minivmm` would replace the binary
+// every test runs).
+std::vector<vmm::InputFile> command_line_inputs(const TestCommandOptions& o) {
+  std::vector<vmm::InputFile> in;
+  for (const auto& m : o.manifests) in.push_back({"--manifest", m});
+  if (!o.kvm_unit_tests.empty()) {
+    in.push_back({"--kvm-unit-tests", o.kvm_unit_tests + "/config.mak"});
+    in.push_back({"--kvm-unit-tests", o.kvm_unit_tests + "/x86/unittests.cfg"});
+  }
+  in.push_back({"minivmm test (its own binary)", "/proc/self/exe"});
+  return in;
+}
+
+// ... and once the plan is made: every test's kernel and initrd, the suite's cfg wherever its
+// TEST_DIR says and its environment module in the logs folder (check_reports() adds
+// results.tsv, which is no input but must not be a report either).
+void plan_inputs(const TestCommandOptions& o, const Plan& plan, std::vector<vmm::InputFile>& in) {
+  if (plan.suite) {
+    const KutTree& tree = *plan.suite;
+    in.push_back({"--kvm-unit-tests", tree.dir + "/" + tree.cfg_path});
+    std::set<std::string> files;
+    for (const KutEntry& e : tree.cfg.entries) {
+      if (!e.file.empty()) files.insert(tree.dir + "/" + tree.host.test_dir + "/" + e.file);
+    }
+    for (const auto& f : files) in.push_back({"--kvm-unit-tests (a test's kernel)", f});
+    if (!o.logs.empty()) {
+      in.push_back({"--logs (the environment module)", o.logs + "/kvm-unit-tests.env"});
+    }
+  }
+  std::set<std::string> files;
+  for (const TestCase& t : plan.tests) {
+    if (!t.kernel.empty()) files.insert(t.kernel);
+    for (std::size_t i = 0; i + 1 < t.run_args.size(); ++i) {
+      if (t.run_args[i] == "--initrd" || t.run_args[i] == "--kernel") {
+        files.insert(t.run_args[i + 1]);
+      }
+    }
+  }
+  for (const auto& f : files) in.push_back({"a test's kernel or initrd", f});
+}
+
+struct Reports {
+  vmm::OutputFile tap, junit;
+};
+
+Reports check_reports(const TestCommandOptions& o, std::vector<vmm::InputFile> inputs) {
+  // Not inputs, but files of this run the reports must not take either.
+  if (!o.logs.empty()) inputs.push_back({"--logs (results.tsv)", o.logs + "/results.tsv"});
+  Reports r;
+  if (!o.tap.empty()) r.tap = check_output("--tap", o.tap, inputs);
+  if (!o.junit.empty()) {
+    r.junit = check_output("--junit", o.junit, inputs);
+    // Two reports renamed onto one file: the second would replace the first.
+    if (!r.junit.resolved().empty() && r.junit.resolved() == r.tap.resolved()) {
+      throw UsageError{"--junit: '" + o.junit + "' is the --tap report too ('" + o.tap + "')"};
+    }
+  }
+  return r;
 }
 
 int run(const TestCommandOptions& o) {
@@ -178,12 +259,21 @@ int run(const TestCommandOptions& o) {
   if (o.kvm_unit_tests.empty() && o.manifests.empty()) {
     throw UsageError{"no tests: give --kvm-unit-tests DIR or --manifest FILE (see 'minivmm test --help')"};
   }
-  check_output_path("--tap", o.tap);
-  check_output_path("--junit", o.junit);
+  // The reports are judged before anything runs, so a typo costs no test run: first against
+  // the inputs known from the command line, then (below) against every test's files too.
+  std::vector<vmm::InputFile> inputs = command_line_inputs(o);
+  Reports reports = check_reports(o, inputs);
   if (!o.logs.empty()) {
     struct stat st {};
     if (::stat(o.logs.c_str(), &st) != 0) {
-      check_output_path("--logs", o.logs);  // made when the run starts, in a folder that exists
+      // Made when the run starts, in a folder that exists.
+      const auto slash = o.logs.find_last_of('/', o.logs.find_last_not_of('/'));
+      const std::string dir =
+          slash == std::string::npos ? "." : o.logs.substr(0, slash == 0 ? 1 : slash);
+      if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+        throw UsageError{"--logs: cannot create '" + o.logs + "' in '" + dir + "': " +
+                         std::strerror(errno)};
+      }
     } else if (!S_ISDIR(st.st_mode)) {
       throw UsageError{"--logs: '" + o.logs + "' is not a directory"};
     } else if (::access(o.logs.c_str(), W_OK) != 0) {
@@ -197,6 +287,19 @@ int run(const TestCommandOptions& o) {
   add_manifests(o, plan, used);
   for (const auto& f : o.filters) {
     if (!used.count(f)) throw UsageError{"no test is named or matches '" + f + "'"};
+  }
+
+  plan_inputs(o, plan, inputs);
+  reports = check_reports(o, inputs);
+  // A FIFO's reader is asked for now, before any test runs: one that is not there is a usage
+  // error, not a run whose report is lost at the end.
+  if (!o.list) {
+    try {
+      reports.tap.open();
+      reports.junit.open();
+    } catch (const vmm::VmmError& e) {
+      throw UsageError{e.what()};
+    }
   }
 
   if (o.list) {
@@ -271,17 +374,26 @@ int run(const TestCommandOptions& o) {
   }
 
   bool report_failed = false;
-  auto write = [&](const char* option, const std::string& path, const std::string& text) {
-    if (path.empty()) return;
+  auto write = [&](const char* option, vmm::OutputFile& out, const std::string& text) {
+    if (out.kind() == vmm::OutputFile::Kind::kNone) return;
     std::string why;
-    if (!write_report(path, text, why)) {
-      std::fprintf(stderr, "minivmm test: error: %s: %s\n", option, why.c_str());
+    if (!write_output(option, out, text, why)) {
+      std::fprintf(stderr, "minivmm test: error: %s\n", vmm::one_line(why).c_str());
       report_failed = true;
     }
   };
-  write("--tap", o.tap, tap_report(plan.tests, summary.results));
-  write("--junit", o.junit, junit_report(plan.tests, summary.results, plan.suite_of, summary.wall_s));
-  if (!o.logs.empty()) write("--logs", o.logs + "/results.tsv", results_tsv(plan.tests, summary.results));
+  write("--tap", reports.tap, tap_report(plan.tests, summary.results));
+  write("--junit", reports.junit,
+        junit_report(plan.tests, summary.results, plan.suite_of, summary.wall_s));
+  if (!o.logs.empty()) {
+    try {
+      vmm::OutputFile tsv = vmm::OutputFile::check("--logs", o.logs + "/results.tsv", inputs);
+      write("--logs", tsv, results_tsv(plan.tests, summary.results));
+    } catch (const vmm::VmmError& e) {
+      std::fprintf(stderr, "minivmm test: error: %s\n", e.what());
+      report_failed = true;
+    }
+  }
 
   std::size_t passed = 0, failed = 0, skipped = 0;
   for (const auto& r : summary.results) {
@@ -305,10 +417,11 @@ int run_test_command(const TestCommandOptions& options) {
   try {
     return run(options);
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "minivmm: error: %s\n", e.what.c_str());
+    // One line whatever a manifest's or cfg's text quoted in it holds (a name with a newline).
+    std::fprintf(stderr, "minivmm: error: %s\n", vmm::one_line(e.what).c_str());
     return kExitUsage;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "minivmm test: error: %s\n", e.what());
+    std::fprintf(stderr, "minivmm test: error: %s\n", vmm::one_line(e.what()).c_str());
     return kExitFailed;
   }
 }

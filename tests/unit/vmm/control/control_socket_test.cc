@@ -466,7 +466,7 @@ TEST_F(ControlSocketTest, APartialLineDoesNotKeepAClientAlive) {
   start();
   Client slow(path_);
   ASSERT_TRUE(wait_for_clients(1));
-  for (int i = 0; i < 11; ++i) {
+  for (int i = 0; i < 10; ++i) {  // 30 s by the clock since its connect: the sweep at 30 s
     slow.send_raw("{");
     pump();
     testing::advance(rt_clock_, rt_timers_, 3s);
@@ -521,8 +521,9 @@ TEST_F(ControlSocketTest, ANewClientIsRefusedWhenNobodyMayBeEvicted) {
   Client a(path_);
   Client b(path_);
   ASSERT_TRUE(wait_for_clients(2));
-  // Idle, but only just: a burst of connects must not evict its own members.
-  testing::advance(rt_clock_, rt_timers_, 4s);
+  // Idle, but only just (under the 3 s of a tenth of the timeout): a burst of connects must
+  // not evict its own members.
+  testing::advance(rt_clock_, rt_timers_, 2900ms);
   Client c(path_);
   EXPECT_EQ(reply(c), (json{{"ok", false}, {"error", "too many clients"}}));
   EXPECT_TRUE(closed_by_server(c));
@@ -538,6 +539,84 @@ TEST_F(ControlSocketTest, ANewClientIsRefusedWhenNobodyMayBeEvicted) {
   EXPECT_EQ(socket_->stats().evicted, 0u);
   a.send_raw(R"(ats"})" "\n");
   EXPECT_EQ(reply(a)["ok"], true);
+}
+
+// Issue 31: README says a newcomer evicts the client idle longest if it has been idle 3 s or
+// more. Idleness was counted in 3 s sweeps, so at 3.1 s (one sweep) the newcomer was refused;
+// it is by the clock now, at the moment the newcomer is accepted.
+TEST_F(ControlSocketTest, EvictionIsByTheClockWhenTheNewcomerArrives) {
+  using namespace std::chrono_literals;
+  ControlSocketOptions o;
+  o.max_clients = 2;
+  start(o);
+  Client a(path_);
+  Client b(path_);
+  ASSERT_TRUE(wait_for_clients(2));
+  testing::advance(rt_clock_, rt_timers_, 2900ms);
+  Client early(path_);
+  EXPECT_EQ(reply(early), (json{{"ok", false}, {"error", "too many clients"}})) << "at 2.9 s";
+  EXPECT_TRUE(closed_by_server(early));
+  EXPECT_EQ(socket_->stats().evicted, 0u);
+
+  testing::advance(rt_clock_, rt_timers_, 200ms);  // 3.1 s
+  Client late(path_);
+  EXPECT_EQ(reply(a),
+            (json{{"ok", false}, {"error", "idle while the client table was full; closing"}}))
+      << "at 3.1 s the longest idle goes (a and b since 0 s: a came first)";
+  EXPECT_TRUE(closed_by_server(a));
+  EXPECT_EQ(request(late, R"({"cmd":"stats"})")["ok"], true);
+  EXPECT_EQ(socket_->stats().evicted, 1u);
+  EXPECT_EQ(socket_->stats().refused, 1u);
+}
+
+// Whatever the sweep's phase: a client that came 2 s after the sweeps started is evictable 3 s
+// later, not at the next sweep but one.
+TEST_F(ControlSocketTest, EvictionDoesNotWaitForTheSweepsPhase) {
+  using namespace std::chrono_literals;
+  ControlSocketOptions o;
+  o.max_clients = 2;
+  start(o);
+  Client a(path_);
+  ASSERT_TRUE(wait_for_clients(1));  // the sweeps start: at 3 s, 6 s, ...
+  testing::advance(rt_clock_, rt_timers_, 2s);
+  Client b(path_);
+  ASSERT_TRUE(wait_for_clients(2));
+  testing::advance(rt_clock_, rt_timers_, 3100ms);  // 5.1 s: a idle 5.1 s, b 3.1 s
+  Client c(path_);
+  EXPECT_EQ(reply(a)["error"], "idle while the client table was full; closing");
+  EXPECT_EQ(request(c, R"({"cmd":"stats"})")["ok"], true);
+  Client d(path_);  // b has been idle 3.1 s, c not at all: b goes
+  EXPECT_EQ(reply(b)["error"], "idle while the client table was full; closing");
+  EXPECT_EQ(request(d, R"({"cmd":"stats"})")["ok"], true);
+  Client e(path_);  // c and d are fresh
+  EXPECT_EQ(reply(e)["error"], "too many clients");
+  EXPECT_EQ(socket_->stats().evicted, 2u);
+}
+
+// Issue 31: the listen backlog was max_clients (16), and a UNIX socket's non-blocking connect
+// past it fails with EAGAIN: with more than 16 connects in flight before the loop's next turn,
+// the rest failed instead of being accepted and served or refused with a reply.
+TEST_F(ControlSocketTest, ConnectsInFlightPastTheClientLimitAreAcceptedAndAnswered) {
+  start();  // 16 clients
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < 64; ++i) {  // no pump in between: all in the backlog at once
+    clients.push_back(std::make_unique<Client>(path_));
+    ASSERT_GE(clients.back()->fd, 0) << "connect " << i << ": " << std::strerror(errno);
+  }
+  int served = 0, refused = 0;
+  for (auto& c : clients) {
+    const std::string req = "{\"cmd\":\"stats\"}\n";
+    [[maybe_unused]] const ssize_t n = ::send(c->fd, req.data(), req.size(), MSG_NOSIGNAL);
+    const json r = reply(*c);
+    if (r.value("ok", false)) {
+      ++served;
+    } else {
+      EXPECT_EQ(r["error"], "too many clients");
+      ++refused;
+    }
+  }
+  EXPECT_EQ(served, 16);
+  EXPECT_EQ(refused, 48);
 }
 
 TEST_F(ControlSocketTest, AClientThatDoesNotReadItsRepliesIsDropped) {

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <vector>
 
 #include "vmm/vmm_error.h"
 
@@ -149,6 +151,59 @@ TEST_F(OutputFileTest, AFifoWhoseReaderStopsReadingIsGivenUpOnNotWaitedForForeve
   EXPECT_FALSE(out.write(std::string(1 << 20, 'x'), why));  // more than a pipe holds
   EXPECT_NE(why.find("took nothing"), std::string::npos) << why;
   ::close(reader);
+}
+
+// Only the names of a descriptor (/dev/stdout, /dev/fd/N, /proc/self/fd/N, /proc/PID/fd/N) are
+// written in place: any path under /dev/ once was, so a report in /dev/shm was appended to the
+// old one (two XML documents in one file) instead of replacing it.
+TEST_F(OutputFileTest, ARegularFileUnderDevIsReplacedNotAppendedTo) {
+  const std::string shm = "/dev/shm/minivmm-output-file-" + std::to_string(::getpid());
+  if (::access("/dev/shm", W_OK) != 0) GTEST_SKIP() << "no writable /dev/shm";
+  std::ofstream(shm) << "old report";
+  OutputFile out = OutputFile::check("--junit", shm, {});
+  EXPECT_EQ(out.kind(), OutputFile::Kind::kRegular);
+  out.open();
+  std::string why;
+  EXPECT_TRUE(out.write("new", why)) << why;
+  EXPECT_EQ(read(shm), "new");
+  ::unlink(shm.c_str());
+  EXPECT_EQ(OutputFile::check("--stats", "/dev/stdout", {}).kind(), OutputFile::Kind::kDirect);
+  EXPECT_EQ(OutputFile::check("--stats", "/proc/self/fd/1", {}).kind(), OutputFile::Kind::kDirect);
+}
+
+// open_streamed_log(): a regular file or nothing; every other kind refused without an open
+// that could wait (a FIFO) or follow (a symbolic link).
+TEST_F(OutputFileTest, AStreamedLogIsARegularFileOrNothing) {
+  std::string why;
+  const int fresh = open_streamed_log(path("new.log"), why);
+  EXPECT_GE(fresh, 0) << why;
+  EXPECT_EQ(::write(fresh, "x", 1), 1);
+  ::close(fresh);
+  const int again = open_streamed_log(path("new.log"), why);  // truncated
+  EXPECT_GE(again, 0) << why;
+  ::close(again);
+  EXPECT_EQ(read(path("new.log")), "");
+
+  ASSERT_EQ(::mkfifo(path("fifo.log").c_str(), 0600), 0);
+  ASSERT_EQ(::mkdir(path("dir.log").c_str(), 0755), 0);
+  const std::string precious = make("precious", "keep");
+  ASSERT_EQ(::symlink(precious.c_str(), path("link.log").c_str()), 0);
+  const bool chr = ::mknod(path("null.log").c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0;
+  struct Case {
+    std::string name;
+    const char* why;
+  };
+  std::vector<Case> cases{{"fifo.log", "is a FIFO"}, {"dir.log", "is a directory"},
+                          {"link.log", "is a symbolic link"}};
+  if (chr) cases.push_back({"null.log", "is a character device"});
+  for (const Case& c : cases) {
+    why.clear();
+    EXPECT_EQ(open_streamed_log(path(c.name), why), -1) << c.name;
+    EXPECT_NE(why.find(c.why), std::string::npos) << why;
+    EXPECT_NE(why.find(path(c.name)), std::string::npos) << why;
+  }
+  EXPECT_EQ(read(precious), "keep");
+  EXPECT_EQ(open_streamed_log(path("no-such-dir/x.log"), why), -1);
 }
 
 }  // namespace
