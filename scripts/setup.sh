@@ -32,6 +32,8 @@ declare -A need=(
   # a real consumer.
   [libtomlplusplus-dev]=/usr/include/toml++/toml.h
   [python3-junitparser]=/usr/lib/python3/dist-packages/junitparser/__init__.py
+  # ...and its TAP report with tappy besides tests/testrun/check_tap.py's strict reading.
+  [python3-tap]=/usr/lib/python3/dist-packages/tap/__init__.py
   # scripts/bench_test_runner.sh: each run's wall and CPU time.
   [time]=/usr/bin/time
 )
