@@ -93,8 +93,12 @@ TEST_P(BootSeccompTest, RunsAndTicksUnderItsFilters) {
   ASSERT_TRUE(r.stats.has_value()) << r.err;
   const auto& s = *r.stats;
   if (c.by_duration && s["pit"] == "user") {
-    // One second at 250 Hz on minivmm's PIT; the guest programs it a moment after start.
-    EXPECT_GT(s["guest"]["ticks_injected"].get<std::uint64_t>(), 150u);
+    // The PIT's tick path runs under the filters (a forbidden call ends the run, and the stderr
+    // check above). Not a rate: one second at 250 Hz gave 69 ticks under ASan on a loaded CI
+    // host, since the guest programs the PIT only after its boot; the rate is the devices' unit
+    // tests' and the boot matrix's.
+    EXPECT_GT(s["guest"]["ticks_injected"].get<std::uint64_t>(), 10u);
+    EXPECT_EQ(s["guest"]["ticks_lost"].get<std::uint64_t>(), 0u);
   }
   ASSERT_EQ(s["seccomp"]["mode"], c.mode);
   // Filters are counted as they load: off loads none, on and log one per thread.

@@ -244,14 +244,20 @@ TEST(ThreadTimersTest, SuspendedTimersDoNotInterruptAndRunOnResume) {
   Host host(f.timers);
   host.start();
   // Armed in one job: the host's next before_wait() programs the POSIX timer...
-  host.run_on([&] { t.arm_after(40ms); });
+  // The deadline is far enough that the park comes before it even on a loaded TSan host (at
+  // 40 ms, CI's host once ran the second job after it, and the timer fired before the park).
+  constexpr auto kDeadline = 500ms;
+  const auto armed_at = std::chrono::steady_clock::now();
+  host.run_on([&] { t.arm_after(kDeadline); });
   // ...which the next job, a park, disarms.
   host.run_on([&] { ASSERT_TRUE(f.timers.suspend()); });
+  ASSERT_LT(std::chrono::steady_clock::now() - armed_at, kDeadline)
+      << "the park came after the deadline: the host was too slow for this test to mean anything";
   const auto at_park = f.timers.stats();
   EXPECT_GE(at_park.passes.arms, 1u) << "the timer was never armed: nothing to disarm";
   EXPECT_GE(at_park.passes.disarms, 1u);
   // Parked past the deadline: a timer still armed would interrupt the host with its signal.
-  std::this_thread::sleep_for(80ms);
+  std::this_thread::sleep_until(armed_at + kDeadline + 50ms);
   EXPECT_EQ(fired.load(), 0);
   EXPECT_EQ(f.timers.stats().signals_taken, 0u) << "the timer fired while suspended";
   host.run_on([&] { ASSERT_TRUE(f.timers.resume()); });  // overdue: runs at once
