@@ -33,6 +33,10 @@ void step(const char* name, Step&& s) {
   }
 }
 
+double ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
 // A control-socket path the user can fix (missing folder, no permission, read-only, taken) is
 // a usage error; running out of fds or memory is the host's.
 bool users_socket_error(int err) {
@@ -44,14 +48,14 @@ bool users_socket_error(int err) {
 
 Machine::Machine(Config config, std::function<void()> open_outputs, const SnapshotFile* restore)
     : config_(std::move(config)) {
-  step("signals", [&] { block_stop_signals(); });
-  step("event loop", [&] {
+  timed_step("signals", [&] { block_stop_signals(); });
+  timed_step("event loop", [&] {
     loop_ = std::make_unique<MachineLoop>(config_);
     run_ = std::make_unique<RunControl>(
         *loop_, [this] { request_stop(ExitCode::kOk, "--duration expired"); });
   });
   // User input first: the kernel, initrd and drives, the socket path, the network back-ends.
-  step("boot inputs", [&] {
+  timed_step("boot inputs", [&] {
     std::vector<std::uint64_t> sizes;
     if (restore) sizes = load_machine_config(restore->meta.section("config").data).drive_sizes;
     inputs_ = std::make_unique<BootInputs>(config_, restore, sizes);
@@ -80,18 +84,25 @@ Machine::Machine(Config config, std::function<void()> open_outputs, const Snapsh
       }
     }
   });
-  step("control socket", [&] { bind_control_socket(); });
-  step("network", [&] { nets_ = std::make_unique<NetBackends>(config_, *loop_); });
-  step("output files", [&] {
+  timed_step("control socket", [&] { bind_control_socket(); });
+  timed_step("network", [&] { nets_ = std::make_unique<NetBackends>(config_, *loop_); });
+  timed_step("output files", [&] {
     if (open_outputs) open_outputs();
   });
-  step("KVM", [&] { open_vm(); });
-  step("board", [&] { build_board(); });
-  step("virtio", [&] { build_virtio(); });
-  step("console input", [&] { attach_console_input(); });
-  step("vCPUs", [&] { build_vcpus(); });
-  if (restore) step("restore", [&] { restore_from(*restore); });
-  step("signals", [&] { start_signal_thread(); });
+  timed_step("KVM", [&] { open_vm(); });
+  timed_step("board", [&] { build_board(); });
+  timed_step("virtio", [&] { build_virtio(); });
+  timed_step("console input", [&] { attach_console_input(); });
+  timed_step("vCPUs", [&] { build_vcpus(); });
+  if (restore) timed_step("restore", [&] { restore_from(*restore); });
+  timed_step("signals", [&] { start_signal_thread(); });
+}
+
+template <typename Step>
+void Machine::timed_step(const char* name, Step&& s) {
+  const auto t = std::chrono::steady_clock::now();
+  step(name, std::forward<Step>(s));
+  phases_.emplace_back(name, ms_since(t));
 }
 
 Machine::~Machine() {
@@ -282,6 +293,7 @@ int Machine::run() {
                    std::string("PR_SET_TIMERSLACK: ") + std::strerror(errno));
   }
   run_->start(config_.duration_s);
+  const auto started = std::chrono::steady_clock::now();
   enter_sandbox_and_start();
   // A restored guest was loaded paused, its vCPUs asked to park before their first KVM_RUN.
   // Wait until every one has (started, pinned, sandboxed: ready to run), then resume: the
@@ -290,11 +302,14 @@ int Machine::run() {
   // they parked was worse: a vCPU that hosts the PIT's timers (--pit-tick vcpu) re-arms them
   // as it leaves its park, and one that had not reached it yet never did; its guest got no tick.
   if (restored_) {
+    phases_.emplace_back("sandbox and threads", ms_since(started));
+    auto t = std::chrono::steady_clock::now();
     vcpus_->wait_parked();
+    phases_.emplace_back("vCPUs parked", ms_since(t));
+    t = std::chrono::steady_clock::now();
     resume();
-    restore_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                            constructed_at_)
-                      .count();
+    phases_.emplace_back("resume", ms_since(t));
+    restore_ms_ = ms_since(constructed_at_);
   }
   if (!loop_->loop->run()) {
     log::error("main loop failed: {}", std::strerror(errno));

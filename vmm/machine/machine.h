@@ -131,6 +131,12 @@ class Machine {
   // A restore's cost: from the constructor's first step to the resume in run() (-1: booted).
   std::chrono::steady_clock::time_point constructed_at_ = std::chrono::steady_clock::now();
   double restore_ms_ = -1;
+  // Each set-up step's time, then run()'s start-up (snapshot.restore_phases after a restore:
+  // where a restore's time goes).
+  std::vector<std::pair<std::string, double>> phases_;
+  template <typename Step>
+  void timed_step(const char* name, Step&& s);
+  nlohmann::json restore_phases_json() const;
   // Last: its thread calls request_stop(), which reaches the vCPUs and the loop.
   std::unique_ptr<StopSignals> stop_signals_;
 };

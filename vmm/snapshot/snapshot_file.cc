@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "vmm/snapshot/crc32c.h"
@@ -244,6 +245,7 @@ SnapshotWriteStats write_snapshot_file(const std::string& path,
 }
 
 SnapshotFile SnapshotFile::open(const std::string& path) {
+  const auto started = std::chrono::steady_clock::now();
   SnapshotFile f;
   f.path = path;
   // O_NONBLOCK: a FIFO given as the snapshot would block open() until a writer came.
@@ -281,6 +283,8 @@ SnapshotFile SnapshotFile::open(const std::string& path) {
   } catch (const SnapshotError& e) {
     throw SnapshotError("'" + path + "': " + e.what());
   }
+  f.open_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
+                  .count();
   return f;
 }
 

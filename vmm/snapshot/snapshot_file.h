@@ -93,6 +93,7 @@ struct SnapshotFile {
   std::string path;
   UniqueFd fd;
   SnapshotMetadata meta;
+  double open_ms = 0;  // open() itself: the file opened, its metadata read and checked
 };
 
 }  // namespace minivmm::vmm
