@@ -105,11 +105,13 @@ void allow_snapshot(SyscallAllowList& l, const SeccompFacts& facts) {
   l.allow({SYS_ftruncate, SYS_pwrite64});
 }
 
-// An ACPI S3 wake (Machine::wake, docs/acpi-pm.md), on the loop thread with the vCPUs parked:
-// the boot vCPU's registers set to the real-mode waking vector, the others to wait-for-SIPI.
+// ACPI S3 (Machine::enter_s3 and wake, docs/acpi-pm.md), on the loop thread, with or without a
+// control socket: the pause reads each vCPU's kvmclock MSR; the wake, with the vCPUs parked,
+// sets the boot vCPU's registers to the real-mode waking vector and the others to wait-for-SIPI.
 void allow_s3_wake(SyscallAllowList& l, const SeccompFacts& facts) {
   for (const int fd : facts.vcpu_fds) {
-    for (const unsigned long req : {KVM_GET_SREGS, KVM_SET_SREGS, KVM_SET_REGS, KVM_SET_MP_STATE}) {
+    for (const unsigned long req :
+         {KVM_GET_SREGS, KVM_SET_SREGS, KVM_SET_REGS, KVM_SET_MP_STATE, kKvmGetMsrs}) {
       l.allow_ioctl(fd, req);
     }
   }
