@@ -134,7 +134,9 @@ void Machine::bind_control_socket() {
     return true;
   };
   handlers.resume = [this] {
-    if (asleep_) throw std::runtime_error("the guest is asleep (ACPI S3): {\"cmd\":\"wake\"} wakes it");
+    if (asleep_) {
+      throw std::runtime_error(R"(the guest is asleep (ACPI S3): {"cmd":"wake"} wakes it)");
+    }
     if (!paused()) return false;
     resume();
     return true;
@@ -283,7 +285,6 @@ void Machine::enter_s3() {
   pause();
   suspend_hold_.store(false, std::memory_order_release);
   asleep_ = true;
-  ++suspends_;
   // The RTC alarm wakes it, when the guest enabled both the alarm interrupt and RTC_EN (QEMU's
   // wakeup reason RTC). The RTC's own timer runs on vm_clock, stopped now: the alarm's wall
   // time is found once and waited for on rt_clock.

@@ -145,7 +145,6 @@ class Machine {
   // a wake; the rt_clock timer of the RTC alarm that wakes it.
   std::atomic<bool> suspend_hold_{false};
   bool asleep_ = false;
-  std::uint64_t suspends_ = 0;
   std::unique_ptr<timers::Timer> rtc_wake_;
   double last_snapshot_ms_ = -1;  // the last snapshot's pause to written; -1 before one
   // A restore's cost: from the constructor's first step to the resume in run() (-1: booted).
