@@ -211,7 +211,7 @@ TEST_F(AcpiPmTest, TheTypeIsWrittenFirstThenSlpEnAsLinuxDoes) {
 
 TEST_F(AcpiPmTest, OtherSleepTypesAreCountedAndIgnored) {
   for (std::uint16_t typ = 2; typ < 8; ++typ) {
-    out(kCnt, AcpiPm::kSlpEn | (typ << AcpiPm::kSlpTypShift), 2);
+    out(kCnt, static_cast<std::uint32_t>(AcpiPm::kSlpEn | (typ << AcpiPm::kSlpTypShift)), 2);
   }
   EXPECT_EQ(power_offs_, 0);
   EXPECT_EQ(suspends_, 0);
