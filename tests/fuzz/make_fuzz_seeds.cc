@@ -355,6 +355,29 @@ void debug_seeds(Corpus& c, const std::string& t, std::uint16_t exit_port, std::
   c.add(t, "writes", w);
 }
 
+// --- The ACPI PM block: PM1_STS 0, PM1_EN 2, PM1_CNT 4, PM_TMR 8; host op: a wake. ---
+void acpi_pm_seeds(Corpus& c, const std::string& t) {
+  {
+    OpWriter w;  // Linux's clocksource: the timer read at every width, across a wrap
+    for (int i = 0; i < 4; ++i) w.read(8, 4).advance(1500ms);
+    w.read(8, 2).read(10).read(11).read(9, 4).read(6, 2).write(8, 0x12345678u, 4).read(12, 4);
+    c.add(t, "timer", w);
+  }
+  {
+    OpWriter w;  // TMR_EN: the SCI at the flip, cleared by writing 1 to TMR_STS
+    w.write(2, 0x0001, 2).advance(2500ms).read(0, 2).write(0, 0x0001, 2).advance(3s).read(0, 4);
+    w.write(2, 0, 2).advance(3s).read(0, 2).write(2, 0x0521, 2).write(0, 0xffff, 2);
+    c.add(t, "tmr_en", w);
+  }
+  {
+    OpWriter w;  // kvm-unit-tests' s3: RTC_EN, SLP_TYP=1 with SLP_EN, then the wake
+    w.write(2, 0x0400, 2).write(4, 0x2400, 2).host(1, 0, 0).read(0, 2).write(0, 0x8400, 2);
+    w.write(4, 0x0400, 2).write(5, 0x24).host(0, 0, 0).read(0, 2);  // ACPICA's two writes
+    w.write(4, 0x2000, 2).write(4, 0x2800, 2).write(4, 0x3c00, 2).read(4, 2);  // S5, S4, S7
+    c.add(t, "sleep", w);
+  }
+}
+
 // --- fw_cfg offsets 0-1, testdev echo 2-5, flush 6-9, IRQ lines 10-33. Config bit 0: a file. ---
 void fw_cfg_testdev_seeds(Corpus& c, const std::string& t) {
   {
@@ -603,6 +626,7 @@ int main(int argc, char** argv) {
   rtc_seeds(c, "mc146818_rtc_fuzz", 0);
   i8042_seeds(c, "i8042_fuzz", 5, 6, true);
   debug_seeds(c, "debug_exit_post_port_fuzz", 0, 4);
+  acpi_pm_seeds(c, "acpi_pm_fuzz");
   fw_cfg_testdev_seeds(c, "fw_cfg_testdev_fuzz");
   io_bus_seeds(c, "io_bus_fuzz");
   c.set_prefix("");
