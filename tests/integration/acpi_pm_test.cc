@@ -40,10 +40,16 @@ TEST(BootAcpiPmTest, PmTimerCountsAt3579545HzAgainstThePit) {
   const auto rates = pm_rates(r.out);
   ASSERT_EQ(rates.size(), 3u) << r.out;
   // The first second runs from before the timer started; the later ones are a second of PIT
-  // ticks each, give or take a wakeup's lateness at either end (a busy host: 2%).
+  // ticks each, give or take a wakeup's lateness at either end (tens of ms on a busy host: 10%
+  // each). Their mean spans two seconds between two wakeups only: 3%. A PIT-rate (1.19 MHz)
+  // or stopped timer is far outside either.
+  double sum = 0;
   for (std::size_t i = 1; i < rates.size(); ++i) {
-    EXPECT_NEAR(static_cast<double>(rates[i]), 3'579'545.0, 3'579'545.0 * 0.02) << r.out;
+    EXPECT_NEAR(static_cast<double>(rates[i]), 3'579'545.0, 3'579'545.0 * 0.10) << r.out;
+    sum += static_cast<double>(rates[i]);
   }
+  EXPECT_NEAR(sum / static_cast<double>(rates.size() - 1), 3'579'545.0, 3'579'545.0 * 0.03)
+      << r.out;
   ASSERT_TRUE(r.stats.has_value());
   const auto& pm = (*r.stats)["devices"]["acpi_pm"];
   EXPECT_GE(pm["timer_reads"].get<std::uint64_t>(), 4u) << pm.dump();
@@ -98,12 +104,13 @@ TEST(BootAcpiPmTest, S3SleepsUntilTheWakeCommandAndLosesNoTick) {
   EXPECT_EQ(res.exit_code, 1) << res.err;  // the guest's "done 750"
   EXPECT_TRUE(has(res.out, "s3: woke")) << res.out;
   EXPECT_TRUE(has(res.out, "done 750")) << res.out;
-  // kvmclock stops with vm_clock: 750 ticks took 3 s of the guest's time, not 4. A replay of
-  // the sleep would have been a burst of 250 ticks in one wakeup, the second's worth.
+  // kvmclock stops with vm_clock: 750 ticks took 3 s of the guest's time, not the 4 and more
+  // that the second asleep would add. A replay of the sleep would have been a burst of 250
+  // ticks in one wakeup, the second's worth.
   const auto st = parse_stamps(res.out);
   ASSERT_TRUE(st.has_value()) << res.out;
   EXPECT_EQ(st->ticks, 750u);
-  EXPECT_LT(st->elapsed_us, 3'500'000u) << res.out;
+  EXPECT_LT(st->elapsed_us, 3'800'000u) << res.out;
   EXPECT_LT(st->run, 200u) << "a burst of ticks after the wake: " << res.out;
   ASSERT_TRUE(res.stats.has_value());
   const auto& pm = (*res.stats)["devices"]["acpi_pm"];
