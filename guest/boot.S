@@ -348,6 +348,86 @@ isr_spurious:
 isr_end:
 
 /* ===================================================================== */
+/* ACPI S3 (s3 / s3=rtc, acpi.c): sleep and the resume path.               */
+/* ===================================================================== */
+        .section .text, "ax"
+/*
+ * int acpi_s3_sleep(uint16_t pm1a_cnt, uint16_t value): writes SLP_TYP|SLP_EN
+ * with the callee-saved registers and %rsp saved. A VMM that takes the write
+ * stops the CPU at the OUT; the wake starts the boot CPU in real mode at the
+ * FACS waking vector, the copy of s3_tramp below, which comes back through
+ * s3_resume32/64 and returns 1 from here. A VMM that ignores the write lets
+ * the OUT return: 0. Interrupts are off on both ways out (the caller's cli).
+ */
+        .code64
+        .globl  acpi_s3_sleep
+acpi_s3_sleep:
+        pushq   %rbx
+        pushq   %rbp
+        pushq   %r12
+        pushq   %r13
+        pushq   %r14
+        pushq   %r15
+        movq    %rsp, s3_saved_rsp(%rip)
+        movl    %esi, %eax
+        movl    %edi, %edx
+        outw    %ax, %dx
+        xorl    %eax, %eax
+        jmp     1f
+s3_resume64:
+        movl    $SEL_DATA, %eax
+        movl    %eax, %ds
+        movl    %eax, %es
+        movl    %eax, %ss
+        movl    %eax, %fs
+        movl    %eax, %gs
+        lidt    idtr(%rip)
+        movq    s3_saved_rsp(%rip), %rsp
+        movl    $1, %eax
+1:      popq    %r15
+        popq    %r14
+        popq    %r13
+        popq    %r12
+        popq    %rbp
+        popq    %rbx
+        ret
+
+/* From the trampoline: flat 32-bit protected mode, paging off. Long mode
+ * again as startup_32 enters it (the GDT is loaded already). */
+        .code32
+s3_resume32:
+        movl    $CR4_PAE, %eax
+        movl    %eax, %cr4
+        movl    $pml4, %eax
+        movl    %eax, %cr3
+        movl    $MSR_EFER, %ecx
+        rdmsr
+        orl     $EFER_LME, %eax
+        wrmsr
+        movl    $(CR0_PG | CR0_PE), %eax
+        movl    %eax, %cr0
+        ljmpl   $SEL_CODE64, $s3_resume64
+
+/* The real-mode waking code, copied to S3_TRAMPOLINE (below 1 MiB) whose
+ * address goes into the FACS: CS = S3_TRAMPOLINE >> 4, IP = 0, so labels
+ * are CS-relative. GDT, protected mode, then s3_resume32. */
+        .code16
+        .globl  s3_tramp, s3_tramp_end
+s3_tramp:
+        cli
+        lgdtl   %cs:(s3_tramp_gdtr - s3_tramp)
+        movl    %cr0, %eax
+        orb     $CR0_PE, %al
+        movl    %eax, %cr0
+        ljmpl   $SEL_CODE32, $s3_resume32
+        .balign 4
+s3_tramp_gdtr:
+        .word   gdt_end - gdt - 1
+        .long   gdt
+s3_tramp_end:
+        .code64
+
+/* ===================================================================== */
 /* Data. Everything is initialised here rather than in .bss: nothing     */
 /* promises the memory behind our image is zero, and zeroing costs       */
 /* instructions this KVM emulates one by one.                            */
@@ -372,6 +452,10 @@ gdtr:
 idtr:
         .word   idt_end - idt - 1
         .quad   idt
+
+        .balign 8
+s3_saved_rsp:                           /* acpi_s3_sleep's stack, for the resume */
+        .quad   0
 
         .balign 8
         .globl  tick_count

@@ -54,6 +54,13 @@ static inline noreturn void debug_exit(uint8_t value)
     halt_forever();
 }
 
+/* ------------------------------------------------------------- acpi.c --- */
+
+uint32_t pm_timer_read(void);          /* the PM timer's 24-bit count */
+noreturn void acpi_poweroff(void);     /* S5; exits EXIT_S5_UNHEARD if nothing takes it */
+/* S3 and back: 1 woke, 0 the VMM ignored SLP_EN, -1 no FACS. */
+int acpi_s3(int rtc_wake);
+
 /* ----------------------------------------------------------- serial.c --- */
 
 void serial_init(void);

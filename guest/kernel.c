@@ -39,6 +39,9 @@ struct config {
     int panic;                      /* panic: say so through pvpanic after the banner */
     int net_echo;                   /* net=echo: answer ARP, ping and UDP port 7 */
     uint8_t ip[4];                  /* ip=A.B.C.D: net=echo's address */
+    int pmtimer;                    /* pmtimer: the ACPI PM timer's count per second of ticks */
+    int s3;                         /* s3 (1) / s3=rtc (2): suspend at the first report, resume */
+    int poweroff;                   /* poweroff: ACPI S5 after the banner */
 };
 
 /* Blanks and control characters separate words, as isspace() does for
@@ -175,6 +178,14 @@ static void parse_cmdline(const char *p, struct config *cfg)
             cfg->busy = 1;
         } else if (word_is(word, "panic")) {
             cfg->panic = 1;
+        } else if (word_is(word, "pmtimer")) {
+            cfg->pmtimer = 1;
+        } else if (word_is(word, "s3")) {
+            cfg->s3 = 1;
+        } else if (word_is(word, "s3=rtc")) {
+            cfg->s3 = 2;
+        } else if (word_is(word, "poweroff")) {
+            cfg->poweroff = 1;
         } else if (word_is(word, "net=echo")) {
             cfg->net_echo = 1;
         } else if ((v = after_key(word, "ip="))) {
@@ -357,6 +368,8 @@ noreturn void kmain(const uint8_t *boot_params)
         __asm__ volatile("int3");
     if (cfg.panic)
         guest_panic();
+    if (cfg.poweroff)
+        acpi_poweroff();
     if (cfg.net_echo)
         net_start(cfg.ip);
 
@@ -372,6 +385,7 @@ noreturn void kmain(const uint8_t *boot_params)
      * not depend on how late a wakeup is. Stamping wakes for every tick. */
     uint64_t next_report = cfg.hz;
     uint64_t seen = 0;
+    uint32_t pm_last = cfg.pmtimer ? pm_timer_read() : 0;
     for (;;) {
         uint64_t goal = next_report;
         if (cfg.ticks && cfg.ticks < goal)
@@ -392,6 +406,23 @@ noreturn void kmain(const uint8_t *boot_params)
             puts("tick ");
             put_dec(next_report);
             puts("\n");
+            /* pmtimer: the count over the second of ticks since the last report (24 bits
+             * wrap in 4.7 s, so the masked difference is exact). */
+            if (cfg.pmtimer) {
+                uint32_t now = pm_timer_read();
+                puts("pmtimer: ");
+                put_dec((now - pm_last) & 0xffffff);
+                puts(" per second\n");
+                pm_last = now;
+            }
+            /* s3: asleep after the first second, ticks go on where they stopped. */
+            if (cfg.s3 && next_report == cfg.hz) {
+                puts("s3: sleeping\n");
+                int r = acpi_s3(cfg.s3 == 2);
+                puts(r > 0 ? "s3: woke\n" : r == 0 ? "s3: not taken\n" : "s3: no FACS\n");
+                if (cfg.pmtimer)
+                    pm_last = pm_timer_read();
+            }
             next_report += cfg.hz;
             /* Once a second, so the pages are in use while the guest runs (a clone's are
              * mapped from its snapshot then), not only at its last tick. */

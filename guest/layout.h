@@ -49,6 +49,16 @@
 #define DEBUG_EXIT_PORT     0xf4
 #define PVPANIC_PORT        0x505  /* QEMU's ISA pvpanic */
 #define PVPANIC_PANICKED    0x01
+/* The ACPI PM block at QEMU's PM_IO_BASE (minivmm's devices/pc/acpi_pm.h; QEMU's pc the same). */
+#define ACPI_PM1A_EVT       0x600  /* PM1_STS; PM1_EN at +2 */
+#define ACPI_PM1A_CNT       0x604
+#define ACPI_PM_TMR         0x608  /* 24 bits at 3.579545 MHz */
+#define ACPI_RTC_EN         0x0400 /* PM1_EN */
+#define ACPI_SLP_EN         0x2000 /* PM1_CNT; SLP_TYP in bits 12:10 */
+#define ACPI_SLP_TYP_S3     (1 << 10)  /* the DSDT's _S3 (QEMU's value) */
+#define ACPI_SLP_TYP_S5     (0 << 10)
+#define ACPI_FACS_WAKING_VECTOR 12     /* offset in the FACS */
+#define S3_TRAMPOLINE       0x5000     /* real-mode waking code; free once boot.S runs */
 
 /* Local APIC (Intel SDM vol. 3A, 11.4.1: default base after reset). */
 #define LAPIC_BASE          0xfee00000
@@ -104,6 +114,7 @@
 #define EXIT_BAD_CMDLINE    0x01
 #define EXIT_NO_DEVICE      0x02   /* blk=check / console=virtio / net=echo without the device */
 #define EXIT_PANIC_UNHEARD  0x03   /* panic: no pvpanic device ended the run */
+#define EXIT_S5_UNHEARD     0x04   /* poweroff: nothing took the ACPI S5 write */
 #define EXIT_EXCEPTION      0x7f
 
 #endif

@@ -42,6 +42,7 @@
 #include <array>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -97,6 +98,11 @@ class Mc146818Rtc final : public PortIoDevice, public ReportingDevice, public St
   std::string_view state_key() const noexcept override { return report_key(); }
   void save_state(StateWriter& out) const override;
   void load_state(StateReader& in) override;
+
+  // The host (wall) clock instant of the next second whose time matches the alarm, while the
+  // alarm interrupt is enabled (AIE) and the clock runs; nullopt otherwise. The machine wakes a
+  // guest asleep in S3 at it: vm_clock, which drives the RTC's own timer, stands still then.
+  std::optional<timers::Nanos> next_alarm_host() const;
 
   // Bit 7 of the last index written: the chipset's NMI mask (stored; NMIs are not modelled).
   bool nmi_masked() const;

@@ -65,6 +65,19 @@ bool Mc146818Rtc::alarm_between(std::int64_t first_second,
   return false;
 }
 
+std::optional<timers::Nanos> Mc146818Rtc::next_alarm_host() const {
+  std::lock_guard lock(mu_);
+  if ((reg_b_ & kRegBAie) == 0 || held()) return std::nullopt;
+  const Nanos host = host_clock_.now();
+  const std::int64_t now_second = floor_div(rtc_at(host).count(), kNsPerSecond);
+  // A day holds every time of day once; each second is checked alone (the search runs once,
+  // when the guest goes to sleep).
+  for (std::int64_t s = now_second + 1; s <= now_second + kSecondsPerDay; ++s) {
+    if (alarm_between(s, s)) return Nanos{s * kNsPerSecond} - offset_;
+  }
+  return std::nullopt;
+}
+
 void Mc146818Rtc::update_irqf() noexcept {
   const bool pf = (flags_ & kRegCPf) && (reg_b_ & kRegBPie);
   const bool af = (flags_ & kRegCAf) && (reg_b_ & kRegBAie);

@@ -16,6 +16,7 @@
 
 #include "devices/bus/io_bus.h"
 #include "devices/log/log.h"
+#include "tests/fuzz/acpi_pm_rig.h"
 #include "tests/fuzz/debug_exit_post_port_rig.h"
 #include "tests/fuzz/fuzz_target.h"
 #include "tests/fuzz/i8042_rig.h"
@@ -33,7 +34,8 @@ class BusTarget final : public Target {
         uart_(env_, config),
         rtc_(env_, config, /*owns_vm_timers=*/false),
         kbd_(env_, config),
-        debug_(env_, config) {
+        debug_(env_, config),
+        acpi_(env_, config) {
     for (Rig* rig : rigs_) {
       const auto slots = rig->slots();
       for (std::size_t i = 0; i < slots.size(); ++i) {
@@ -137,7 +139,8 @@ class BusTarget final : public Target {
   Mc146818RtcRig rtc_;
   I8042Rig kbd_;
   DebugPortsRig debug_;
-  const std::array<Rig*, 5> rigs_ = {&pit_, &uart_, &rtc_, &kbd_, &debug_};
+  AcpiPmRig acpi_;
+  const std::array<Rig*, 6> rigs_ = {&pit_, &uart_, &rtc_, &kbd_, &debug_, &acpi_};
   devices::IoBus bus_;
   std::vector<Route> routes_;
   std::map<std::uint16_t, std::pair<std::uint64_t, std::uint64_t>> unmapped_;  // reads, writes

@@ -355,6 +355,34 @@ void debug_seeds(Corpus& c, const std::string& t, std::uint16_t exit_port, std::
   c.add(t, "writes", w);
 }
 
+// --- The ACPI PM block: PM1_STS +0, PM1_EN +2, PM1_CNT +4, PM_TMR +8; a host op (its port
+// field picks the rig on the bus: `host`) is a wake. ---
+void acpi_pm_seeds(Corpus& c, const std::string& t, std::uint16_t base, std::uint16_t host) {
+  const auto at = [base](unsigned offset) { return static_cast<std::uint16_t>(base + offset); };
+  {
+    OpWriter w;  // Linux's clocksource: the timer read at every width, across a wrap
+    for (int i = 0; i < 4; ++i) w.read(at(8), 4).advance(1500ms);
+    w.read(at(8), 2).read(at(10)).read(at(11)).read(at(9), 4).read(at(6), 2);
+    w.write(at(8), 0x12345678u, 4).read(at(12), 4);
+    c.add(t, "timer", w);
+  }
+  {
+    OpWriter w;  // TMR_EN: the SCI at the flip, cleared by writing 1 to TMR_STS
+    w.write(at(2), 0x0001, 2).advance(2500ms).read(at(0), 2).write(at(0), 0x0001, 2);
+    w.advance(3s).read(at(0), 4).write(at(2), 0, 2).advance(3s).read(at(0), 2);
+    w.write(at(2), 0x0521, 2).write(at(0), 0xffff, 2);
+    c.add(t, "tmr_en", w);
+  }
+  {
+    OpWriter w;  // kvm-unit-tests' s3: RTC_EN, SLP_TYP=1 with SLP_EN, then the wake
+    w.write(at(2), 0x0400, 2).write(at(4), 0x2400, 2).host(1, host, 0).read(at(0), 2);
+    w.write(at(0), 0x8400, 2).write(at(4), 0x0400, 2).write(at(5), 0x24);  // ACPICA's two writes
+    w.host(0, host, 0).read(at(0), 2);
+    w.write(at(4), 0x2000, 2).write(at(4), 0x2800, 2).write(at(4), 0x3c00, 2).read(at(4), 2);
+    c.add(t, "sleep", w);
+  }
+}
+
 // --- fw_cfg offsets 0-1, testdev echo 2-5, flush 6-9, IRQ lines 10-33. Config bit 0: a file. ---
 void fw_cfg_testdev_seeds(Corpus& c, const std::string& t) {
   {
@@ -388,6 +416,8 @@ void io_bus_seeds(Corpus& c, const std::string& t) {
   i8042_seeds(c, t, 0x60, 0x64, false);
   c.set_prefix("debug_");
   debug_seeds(c, t, 0xf4, 0x80);
+  c.set_prefix("acpi_pm_");
+  acpi_pm_seeds(c, t, 0x600, 5);  // the sixth rig on the bus
   c.set_prefix("bus_");
   // Unmapped ports, including the neighbours of every mapping and accesses running past an end.
   OpWriter w;
@@ -603,6 +633,7 @@ int main(int argc, char** argv) {
   rtc_seeds(c, "mc146818_rtc_fuzz", 0);
   i8042_seeds(c, "i8042_fuzz", 5, 6, true);
   debug_seeds(c, "debug_exit_post_port_fuzz", 0, 4);
+  acpi_pm_seeds(c, "acpi_pm_fuzz", 0, 0);
   fw_cfg_testdev_seeds(c, "fw_cfg_testdev_fuzz");
   io_bus_seeds(c, "io_bus_fuzz");
   c.set_prefix("");

@@ -46,6 +46,13 @@ constexpr std::uint32_t kFadtPwrButton = 1u << 4;  // 1 = no fixed-feature power
 constexpr std::uint32_t kFadtSlpButton = 1u << 5;  // 1 = no fixed-feature sleep button
 constexpr std::uint32_t kFadtFixRtc = 1u << 6;     // 1 = no RTC wake status in PM1 registers
 
+// The sleep states' SLP_TYP values, as QEMU's PIIX4 PM decodes them (devices/pc/acpi_pm.h).
+constexpr std::uint8_t kSlpTypS3 = 1;
+constexpr std::uint8_t kSlpTypS5 = 0;
+constexpr std::uint8_t kGasSystemIo = 1;  // Generic Address Structure: I/O space
+constexpr std::uint8_t kGasWordAccess = 2;
+constexpr std::uint8_t kGasDwordAccess = 3;
+
 // IA-PC boot architecture flags (ACPI 6.5 table 5.11): the VMM emulates ISA devices (UART,
 // PIT, RTC) and an i8042 (Linux only probes the 8042 when this bit is set), and no VGA.
 constexpr std::uint16_t kIapcLegacyDevices = 1u << 0;
@@ -103,13 +110,22 @@ void seal(std::vector<std::byte>& table) {
 // Linux enumerates the legacy ISA devices (UART, PIT, RTC, i8042) without AML. What it finds
 // only here is the pvpanic device: QEMU's _HID and its one port (devices/pc/pvpanic.h, at its
 // slot in vmm/machine/pc_board.cc), as QEMU's hw/misc/pvpanic-isa.c describes it.
+// With a PM1 control block, the sleep states it decodes: _S3 (suspend to RAM) and _S5 (soft
+// off) as QEMU's hw/i386/acpi-build.c names them, {PM1a SLP_TYP, PM1b SLP_TYP, 0, 0}.
 std::vector<std::byte> build_dsdt(const AcpiConfig& config) {
   aml::Bytes code;
+  if (config.pm1a_cnt_port != 0) {
+    const aml::Bytes s3 = aml::name_byte_package("_S3_", {kSlpTypS3, kSlpTypS3, 0, 0});
+    const aml::Bytes s5 = aml::name_byte_package("_S5_", {kSlpTypS5, kSlpTypS5, 0, 0});
+    code.insert(code.end(), s3.begin(), s3.end());
+    code.insert(code.end(), s5.begin(), s5.end());
+  }
   if (config.pvpanic_port) {
     aml::Bytes body = aml::name_string("_HID", "QEMU0001");
     const aml::Bytes crs = aml::crs_io_ports(*config.pvpanic_port, 1);
     body.insert(body.end(), crs.begin(), crs.end());
-    code = aml::scope("\\_SB_", aml::device("PEVT", body));
+    const aml::Bytes sb = aml::scope("\\_SB_", aml::device("PEVT", body));
+    code.insert(code.end(), sb.begin(), sb.end());
   }
   std::vector<std::byte> t;
   append(t, make_header("DSDT", static_cast<std::uint32_t>(sizeof(SdtHeader) + code.size()),
@@ -134,21 +150,39 @@ std::vector<std::byte> build_fadt(const AcpiConfig& config, std::uint64_t dsdt,
   Fadt fadt{};
   fadt.header = make_header("FACP", sizeof fadt, kFadtRevision);
   fadt.fadt_minor_version = kFadtMinorRevision;
-  // Only the 64-bit pointers: ACPI 6.5 5.2.9 says DSDT / FIRMWARE_CTRL must then be zero.
+  // The DSDT by its 64-bit pointer only (ACPI 6.5 5.2.9: DSDT must then be ignored). The FACS
+  // by its 32-bit one, as QEMU does: X_FIRMWARE_CTRL "must be zero" when FIRMWARE_CTRL is not,
+  // and kvm-unit-tests' lib/acpi.c (the s3 test) reads only FIRMWARE_CTRL. The tables live
+  // below 1 MiB, so it fits.
   fadt.x_dsdt = dsdt;
-  fadt.x_firmware_ctrl = facs;
+  fadt.firmware_ctrl = static_cast<std::uint32_t>(facs);
   fadt.sci_int = config.sci_irq;
   fadt.smi_cmd = 0;
+  // Each block by its 32-bit port and by its X_ Generic Address (the revision-6 layout has
+  // them; ACPICA prefers the X_ form and warns when the two disagree, so they are the same).
+  const auto io_gas = [](std::uint16_t port, std::uint8_t bytes, std::uint8_t access) {
+    return acpi::Gas{kGasSystemIo, static_cast<std::uint8_t>(8 * bytes), 0, access, port};
+  };
   if (config.pm1a_evt_port != 0) {
     fadt.pm1a_evt_blk = config.pm1a_evt_port;
     fadt.pm1_evt_len = 4;
+    fadt.x_pm1a_evt_blk = io_gas(config.pm1a_evt_port, 4, kGasWordAccess);
   }
   if (config.pm1a_cnt_port != 0) {
     fadt.pm1a_cnt_blk = config.pm1a_cnt_port;
     fadt.pm1_cnt_len = 2;
+    fadt.x_pm1a_cnt_blk = io_gas(config.pm1a_cnt_port, 2, kGasWordAccess);
+  }
+  if (config.pm_tmr_port != 0) {
+    // A 24-bit timer: TMR_VAL_EXT (flag bit 8) stays clear.
+    fadt.pm_tmr_blk = config.pm_tmr_port;
+    fadt.pm_tmr_len = 4;
+    fadt.x_pm_tmr_blk = io_gas(config.pm_tmr_port, 4, kGasDwordAccess);
   }
   fadt.iapc_boot_arch = kIapcLegacyDevices | kIapc8042 | kIapcVgaNotPresent;
-  fadt.flags = kFadtWbinvd | kFadtProcC1 | kFadtPwrButton | kFadtSlpButton | kFadtFixRtc;
+  fadt.flags = kFadtWbinvd | kFadtProcC1 | kFadtPwrButton | kFadtSlpButton;
+  // With a PM1 event block, RTC_STS/RTC_EN are there (the RTC alarm wakes from S3).
+  if (config.pm1a_evt_port == 0) fadt.flags |= kFadtFixRtc;
   std::vector<std::byte> t;
   append(t, fadt);
   seal(t);

@@ -18,10 +18,13 @@ inline constexpr std::uint32_t kMaxAcpiCpus = 254;  // xAPIC ids are 8-bit, 0xff
 struct AcpiConfig {
   std::uint32_t num_cpus = 1;
   std::uint8_t sci_irq = 9;  // the PC convention (PIIX4 routes the SCI to IRQ 9)
-  // PM1a event (4 bytes) and control (2 bytes) I/O blocks, 0 when the VMM emulates none. The
-  // guest then has no ACPI power-off/sleep; Linux logs a firmware warning and boots on.
+  // PM1a event (4 bytes) and control (2 bytes) I/O blocks and the PM timer (4 bytes), 0 when
+  // the VMM emulates none. Without the control block the guest has no ACPI power-off/sleep
+  // (Linux logs a firmware warning and boots on); with it the DSDT offers _S3 and _S5 with
+  // QEMU's SLP_TYP values (devices/pc/acpi_pm.h).
   std::uint16_t pm1a_evt_port = 0;
   std::uint16_t pm1a_cnt_port = 0;
+  std::uint16_t pm_tmr_port = 0;
   // QEMU's pvpanic (_HID QEMU0001) at this I/O port, in the DSDT; none without it.
   std::optional<std::uint16_t> pvpanic_port;
 };

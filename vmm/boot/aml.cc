@@ -10,6 +10,9 @@ constexpr std::uint8_t kBytePrefix = 0x0a;
 constexpr std::uint8_t kStringPrefix = 0x0d;
 constexpr std::uint8_t kScopeOp = 0x10;
 constexpr std::uint8_t kBufferOp = 0x11;
+constexpr std::uint8_t kPackageOp = 0x12;
+constexpr std::uint8_t kZeroOp = 0x00;
+constexpr std::uint8_t kOneOp = 0x01;
 constexpr std::uint8_t kExtOpPrefix = 0x5b;
 constexpr std::uint8_t kDeviceOp = 0x82;  // after kExtOpPrefix
 // Resource descriptors (ACPI 6.5 6.4): small I/O port descriptor, 16-bit decode; end tag.
@@ -68,6 +71,26 @@ Bytes name_string(std::string_view name, std::string_view value) {
   out.push_back(kStringPrefix);
   out.insert(out.end(), value.begin(), value.end());
   out.push_back(0);
+  return out;
+}
+
+Bytes name_byte_package(std::string_view name, std::initializer_list<std::uint8_t> values) {
+  if (values.size() > 255) throw BootError("AML package of more than 255 elements");
+  Bytes body{static_cast<std::uint8_t>(values.size())};  // NumElements
+  for (const std::uint8_t v : values) {
+    // ZeroOp and OneOp, as QEMU's aml_int() writes them; BytePrefix otherwise.
+    if (v == 0) {
+      body.push_back(kZeroOp);
+    } else if (v == 1) {
+      body.push_back(kOneOp);
+    } else {
+      body.push_back(kBytePrefix);
+      body.push_back(v);
+    }
+  }
+  Bytes out{kNameOp};
+  add(out, name_seg(name));
+  add(out, package({kPackageOp}, body));
   return out;
 }
 

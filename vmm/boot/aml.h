@@ -1,9 +1,10 @@
 // Just enough ACPI Machine Language (ACPI 6.5 chapter 20, "AML Specification") to describe the
-// devices a guest can find only through the DSDT: a scope, a device with its _HID, and a
-// _CRS of fixed I/O ports. Each function returns the encoded bytes; they nest by value.
+// devices a guest can find only through the DSDT: a scope, a device with its _HID, a _CRS of
+// fixed I/O ports, and the sleep states' packages. Each function returns the encoded bytes; they nest by value.
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string_view>
 #include <vector>
 
@@ -22,6 +23,8 @@ Bytes scope(std::string_view path, const Bytes& body);
 Bytes device(std::string_view name, const Bytes& body);
 // Name(NAME, "string").
 Bytes name_string(std::string_view name, std::string_view value);
+// Name(NAME, Package() { v0, v1, ... }) of byte integers: the sleep states' _S3 and _S5.
+Bytes name_byte_package(std::string_view name, std::initializer_list<std::uint8_t> values);
 // Name(_CRS, ResourceTemplate() { IO(Decode16, base, base, 1, count) }).
 Bytes crs_io_ports(std::uint16_t base, std::uint8_t count);
 

@@ -17,10 +17,16 @@ namespace minivmm::vmm {
 LoadedKernel load_guest_kernel(const devices::GuestMemory& mem, std::span<const std::byte> image,
                                const std::string& cmdline, std::span<const std::byte> initrd,
                                std::uint32_t cpus, std::string_view kernel_name,
-                               std::optional<std::uint16_t> pvpanic_port) {
+                               std::optional<std::uint16_t> pvpanic_port,
+                               std::optional<std::uint16_t> acpi_pm_port) {
   AcpiConfig acpi_config;
   acpi_config.num_cpus = cpus;
   acpi_config.pvpanic_port = pvpanic_port;
+  if (acpi_pm_port) {
+    acpi_config.pm1a_evt_port = *acpi_pm_port;
+    acpi_config.pm1a_cnt_port = static_cast<std::uint16_t>(*acpi_pm_port + 4);
+    acpi_config.pm_tmr_port = static_cast<std::uint16_t>(*acpi_pm_port + 8);
+  }
   try {
     // Multiboot v1: the magic, 4-byte aligned, in the first 8 KiB (multiboot spec 3.1.1). The
     // checksum and the rest are the loader's to validate.
@@ -55,7 +61,7 @@ LoadedKernel load_guest_kernel(const devices::GuestMemory& mem, std::span<const 
         k.bios_timer = true;
       }
       if (k.load_end <= kBiosAreaStart || k.load_addr >= kBiosAreaEnd) {
-        write_acpi_tables(mem, acpi_config);
+        k.acpi_facs_addr = write_acpi_tables(mem, acpi_config).facs_addr;
       }
       return k;
     }
@@ -70,13 +76,17 @@ LoadedKernel load_guest_kernel(const devices::GuestMemory& mem, std::span<const 
       opts.cmdline = cmdline;
       opts.initrd = initrd;
       opts.acpi_rsdp_addr = acpi.rsdp_addr;
-      return load_pvh_kernel(mem, image, opts);
+      LoadedKernel k = load_pvh_kernel(mem, image, opts);
+      k.acpi_facs_addr = acpi.facs_addr;
+      return k;
     }
     BzImageOptions opts;
     opts.cmdline = cmdline;
     opts.initrd = initrd;
     opts.acpi_rsdp_addr = acpi.rsdp_addr;
-    return load_bzimage(mem, image, opts);
+    LoadedKernel k = load_bzimage(mem, image, opts);
+    k.acpi_facs_addr = acpi.facs_addr;
+    return k;
   } catch (const BootError& e) {
     switch (e.cause()) {
       case BootError::Cause::kRamTooSmall:

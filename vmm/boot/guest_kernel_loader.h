@@ -20,7 +20,9 @@
 namespace minivmm::vmm {
 
 // `cpus` goes into the MADT; `pvpanic_port`, where the board has a pvpanic device, into the
-// DSDT (Linux finds it only there). Multiboot kernels also get what a BIOS leaves behind: the
+// DSDT (Linux finds it only there); `acpi_pm_port`, the board's ACPI PM block
+// (devices/pc/acpi_pm.h: PM1a event at +0, control at +4, the PM timer at +8), into the FADT,
+// with _S3 and _S5 in the DSDT. Multiboot kernels also get what a BIOS leaves behind: the
 // real-mode IVT (bios_ivt.h) and the ACPI tables in the BIOS area, each unless the image
 // itself occupies that memory. A multiboot kernel's command line starts with `kernel_name`
 // (the --kernel path) when one is given, as GRUB and QEMU pass it: kvm-unit-tests takes the
@@ -28,6 +30,7 @@ namespace minivmm::vmm {
 LoadedKernel load_guest_kernel(const devices::GuestMemory& mem, std::span<const std::byte> image,
                                const std::string& cmdline, std::span<const std::byte> initrd,
                                std::uint32_t cpus = 1, std::string_view kernel_name = {},
-                               std::optional<std::uint16_t> pvpanic_port = std::nullopt);
+                               std::optional<std::uint16_t> pvpanic_port = std::nullopt,
+                               std::optional<std::uint16_t> acpi_pm_port = std::nullopt);
 
 }  // namespace minivmm::vmm

@@ -22,6 +22,9 @@ struct LoadedKernel {
   // A BIOS-like start (multiboot): the IVT with its INT 08h handler is in place, so the VMM
   // leaves the PIT ticking at 18.2 Hz with IRQ0 unmasked, as a PC BIOS does (vmm/boot/bios_ivt.h).
   bool bios_timer = false;
+  // Where the ACPI tables put the FACS (0: no tables written): an S3 wake reads the guest's
+  // firmware waking vector there.
+  std::uint64_t acpi_facs_addr = 0;
 };
 
 }  // namespace minivmm::vmm

@@ -345,6 +345,10 @@ void ControlSocket::on_message(std::uint64_t id, json request) {
     } else if (cmd == "resume" && handlers_.resume) {
       response["changed"] = handlers_.resume();
       response["state"] = "running";
+    } else if (cmd == "wake" && handlers_.wake) {
+      const bool woke = handlers_.wake();
+      response["changed"] = woke;
+      if (woke) response["state"] = "running";
     } else if (cmd == "snapshot" && handlers_.snapshot) {
       const auto path = request.find("path");
       const auto resume = request.find("resume");

@@ -3,6 +3,8 @@
 //   {"cmd":"stats"}  -> {"ok":true,"stats":{...}}        (whatever the stats handler returns)
 //   {"cmd":"pause"}  -> {"ok":true,"state":"paused","changed":true|false}
 //   {"cmd":"resume"} -> {"ok":true,"state":"running","changed":true|false}
+//   {"cmd":"wake"}   -> {"ok":true,"changed":true,"state":"running"}: a guest asleep in ACPI S3
+//                       resumes at its waking vector; "changed":false when it was not asleep
 //   {"cmd":"quit"}   -> {"ok":true}, written before the quit handler runs
 //   {"cmd":"snapshot","path":P,"resume":true|false} -> {"ok":true,"state":...,...}: the VM
 //                       paused, written to P (docs/snapshot.md), then resumed (the default) or not
@@ -72,6 +74,7 @@ struct ControlHandlers {
   std::function<nlohmann::json()> stats;
   std::function<bool()> pause;   // true if this call paused the VM (false: it already was)
   std::function<bool()> resume;  // true if this call resumed it
+  std::function<bool()> wake;    // true if this call woke a guest asleep in S3
   std::function<void()> quit;
   // {"cmd":"snapshot","path":P,"resume":true|false}: the VM paused, written to P, resumed or
   // left paused. Returns the reply's fields (the files, the sizes, the time it took); throws

@@ -15,6 +15,7 @@
 #include "vmm/host/cpu_affinity.h"
 #include "vmm/host/crash_signals.h"
 #include "vmm/snapshot/snapshot_config.h"
+#include "vmm/vcpu/x86_vcpu_setup.h"
 #include "vmm/vmm_error.h"
 
 namespace minivmm::vmm {
@@ -144,10 +145,14 @@ void Machine::bind_control_socket() {
     return true;
   };
   handlers.resume = [this] {
+    if (asleep_) {
+      throw std::runtime_error(R"(the guest is asleep (ACPI S3): {"cmd":"wake"} wakes it)");
+    }
     if (!paused()) return false;
     resume();
     return true;
   };
+  handlers.wake = [this] { return wake(devices::AcpiPm::WakeReason::kOther); };
   handlers.snapshot = [this](const std::string& path, bool resume) {
     return snapshot(path, resume);
   };
@@ -172,7 +177,11 @@ void Machine::open_vm() {
 void Machine::build_board() {
   board_ = std::make_unique<PcBoard>(
       config_, *loop_, *vm_, inputs_->kernel,
-      [this](int status, const std::string& why) { request_stop_status(status, why); });
+      [this](int status, const std::string& why) { request_stop_status(status, why); },
+      [this] { request_suspend(); });
+  rtc_wake_ = std::make_unique<timers::Timer>(
+      loop_->loop_rt_timers, "s3-rtc-wake",
+      [this](const timers::Timer::Expiry&) { wake(devices::AcpiPm::WakeReason::kRtc); });
 }
 
 void Machine::build_virtio() {
@@ -207,7 +216,10 @@ void Machine::build_vcpus() {
     vm_->facts.restored = true;
     for (const auto& v : vcpus_->all()) v->host_fault_check([this] { return restored_memory_gone(); });
   }
-  for (const auto& v : vcpus_->all()) vm_->facts.vcpu_fds.push_back(v->fd());
+  for (const auto& v : vcpus_->all()) {
+    vm_->facts.vcpu_fds.push_back(v->fd());
+    v->guest_hold(&suspend_hold_);
+  }
 }
 
 // Before run() starts the vCPU threads, so that they and every later thread inherit the mask.
@@ -269,7 +281,71 @@ void Machine::pause() {
   loop_->dynticks->rearm();
 }
 
+void Machine::request_suspend() {
+  // The writing vCPU goes no further than its OUT (QEMU's cpu_stop_current()): it and every
+  // other vCPU hold at their next exit until the loop parks them.
+  suspend_hold_.store(true, std::memory_order_release);
+  loop_->loop->schedule([this] { enter_s3(); });
+}
+
+void Machine::enter_s3() {
+  if (run_->stopping() || asleep_) {
+    suspend_hold_.store(false, std::memory_order_release);
+    return;
+  }
+  pause();
+  suspend_hold_.store(false, std::memory_order_release);
+  asleep_ = true;
+  // The RTC alarm wakes it, when the guest enabled both the alarm interrupt and RTC_EN (QEMU's
+  // wakeup reason RTC). The RTC's own timer runs on vm_clock, stopped now: the alarm's wall
+  // time is found once and waited for on rt_clock.
+  std::optional<timers::Nanos> at;
+  if (board_->rtc() && board_->acpi_pm() && board_->acpi_pm()->rtc_wake_enabled()) {
+    at = board_->rtc()->next_alarm_host();
+  }
+  if (at) {
+    if (const auto mono = loop_->wall.to_monotonic(*at)) rtc_wake_->arm_at(*mono);
+  }
+  log::info("guest suspended (ACPI S3){}", at ? ", the RTC alarm wakes it" : "");
+}
+
+bool Machine::wake(devices::AcpiPm::WakeReason reason) {
+  if (!asleep_) return false;
+  rtc_wake_->cancel();
+  const std::uint64_t facs = inputs_->kernel.acpi_facs_addr;
+  std::uint32_t vector = 0;
+  const devices::GuestMemory mem = inputs_->ram.memory();
+  if (facs != 0 && mem.contains(facs + 12, 4)) {
+    std::memcpy(&vector, mem.slice(facs + 12, 4).data(), 4);  // firmware waking vector
+  }
+  asleep_ = false;
+  if (vector == 0 || vector >= 0x100000) {
+    // SeaBIOS finds no vector and boots again: a reset, which ends the run as the i8042's does.
+    request_stop(ExitCode::kOk, "guest woke from S3 with no real-mode waking vector (a reset)");
+    return true;
+  }
+  try {
+    const auto& all = vcpus_->all();
+    set_up_s3_resume(all[0]->fd(), vector);
+    for (std::size_t i = 1; i < all.size(); ++i) set_up_s3_resume_ap(all[i]->fd());
+  } catch (const VmmError& e) {
+    log::error("S3 wake: {}", e.what());
+    request_stop(ExitCode::kHostFailure, std::string("S3 wake: ") + e.what());
+    return true;
+  }
+  board_->acpi_pm()->wake(reason);
+  log::info("guest woke from S3 ({}) at {:#x}", reason == devices::AcpiPm::WakeReason::kRtc
+                                                     ? "RTC alarm" : "wake request", vector);
+  resume_now();
+  return true;
+}
+
 void Machine::resume() {
+  if (asleep_) return;  // only a wake ends the sleep
+  resume_now();
+}
+
+void Machine::resume_now() {
   if (!paused()) return;
   set_kvm_clock(vm_->vm.fd(), paused_kvmclock_);
   if (paused_kvm_pit_) {

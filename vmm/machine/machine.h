@@ -13,6 +13,7 @@
 // whose first call wins.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -67,6 +68,15 @@ class Machine {
   void resume();
   bool paused() const noexcept { return loop_->vm_clock.paused(); }
 
+  // ACPI S3 (docs/acpi-pm.md). The guest's SLP_EN with _S3 (any thread: the writing vCPU's)
+  // holds every vCPU and has the loop put the guest to sleep: paused as by pause(), and woken by
+  // wake() only (a control-socket resume does not). wake() (loop thread) resumes the boot vCPU
+  // at the FACS firmware waking vector in real mode, the others waiting for SIPI; false when
+  // the guest is not asleep.
+  void request_suspend();
+  bool wake(devices::AcpiPm::WakeReason reason);
+  bool asleep() const noexcept { return asleep_; }
+
   // Loop thread. The guest paused (in-flight disk requests completed), written to `path`
   // (snapshot_file.h), then resumed or left paused. Returns what the control socket replies;
   // throws SnapshotError (the VM is resumed as asked all the same).
@@ -92,6 +102,10 @@ class Machine {
   void finish();
 
   void on_signal(int signo);
+  // The loop's half of request_suspend().
+  void enter_s3();
+  // resume() without the sleep check.
+  void resume_now();
   // --restore: the snapshot file is shorter than guest memory needs (someone cut it short).
   std::optional<std::string> restored_memory_gone() const;
   // Every device's record, by section name ("dev:<key>"), and the sections of a snapshot.
@@ -127,6 +141,11 @@ class Machine {
   std::vector<std::pair<std::uint64_t, std::uint64_t>> input_inodes_;
   std::uint64_t ticks_at_start_ = 0;  // a restored guest's ticks before this run (the rate's base)
   std::uint64_t snapshots_taken_ = 0;
+  // S3: the vCPUs hold (set by the guest's SLP_EN, cleared once they are parked); asleep until
+  // a wake; the rt_clock timer of the RTC alarm that wakes it.
+  std::atomic<bool> suspend_hold_{false};
+  bool asleep_ = false;
+  std::unique_ptr<timers::Timer> rtc_wake_;
   double last_snapshot_ms_ = -1;  // the last snapshot's pause to written; -1 before one
   // A restore's cost: from the constructor's first step to the resume in run() (-1: booted).
   std::chrono::steady_clock::time_point constructed_at_ = std::chrono::steady_clock::now();

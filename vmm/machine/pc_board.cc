@@ -7,6 +7,7 @@
 
 #include "devices/log/log.h"
 #include "devices/pc/debug_exit.h"
+#include "devices/pc/acpi_pm.h"
 #include "devices/pc/i8042.h"
 #include "devices/pc/mc146818_rtc.h"
 #include "devices/pc/post_port.h"
@@ -46,8 +47,23 @@ Mounted make_com1(BoardContext& c, const BoardSlot& s) {
 }
 
 Mounted make_rtc(BoardContext& c, const BoardSlot& s) {
-  return Mounted::one(std::make_unique<devices::Mc146818Rtc>(
-      c.loop.loop_vm_timers, c.loop.wall, c.irq(s.gsis[0]), c.config.memory_bytes));
+  auto rtc = std::make_unique<devices::Mc146818Rtc>(c.loop.loop_vm_timers, c.loop.wall,
+                                                    c.irq(s.gsis[0]), c.config.memory_bytes);
+  c.board.set_rtc(*rtc);
+  return Mounted::one(std::move(rtc));
+}
+
+// The SCI is a level (the MADT says level, active high): KVM_IRQ_LINE, no irqfd.
+Mounted make_acpi_pm(BoardContext& c, const BoardSlot& s) {
+  devices::AcpiPm::Callbacks callbacks;
+  callbacks.on_power_off = [stop = c.stop] {
+    stop(to_int(ExitCode::kOk), "guest power-off (ACPI S5)");
+  };
+  callbacks.on_suspend = c.suspend;
+  auto pm = std::make_unique<devices::AcpiPm>(
+      c.loop.loop_vm_timers, c.irq(s.gsis[0], IrqInject::kIoctl), std::move(callbacks));
+  c.board.set_acpi_pm(*pm);
+  return Mounted::one(std::move(pm));
 }
 
 Mounted make_i8042(BoardContext& c, const BoardSlot& s) {
@@ -112,6 +128,8 @@ const std::vector<BoardSlot>& board_slots() {
       {"debug exit",   {{0xf4, 4}},                  {},           {},      false, make_debug_exit},
       {"post",         {{0x80, 1}},                  {},           {},      false, make_post_port},
       {"pvpanic",      {{0x505, 1}},                 {},           {},      false, make_pvpanic},
+      // QEMU's PIIX4 PM_IO_BASE: PM1a event 0x600, control 0x604, timer 0x608; SCI on GSI 9.
+      {"acpi pm",      {{0x600, devices::AcpiPm::kPortCount}}, {}, {9},     false, make_acpi_pm},
       {"fw_cfg",       {{0x510, 2}},                 {},           {},      true,  make_fw_cfg},
       {"pc-testdev",   {{0xe0, 4}, {0xe4, 4}, {0xe8, 4}, {0x2000, 24}},
                        board::Window{0xff000000, 0x10000},         {},      true,  make_pc_testdev},
@@ -132,9 +150,10 @@ devices::IrqLine& BoardContext::irq(std::uint32_t gsi, IrqInject inject) {
 
 PcBoard::PcBoard(const Config& config, MachineLoop& loop, VmHandles& vm,
                  const LoadedKernel& kernel,
-                 std::function<void(int status, const std::string& why)> stop)
+                 std::function<void(int status, const std::string& why)> stop,
+                 std::function<void()> suspend)
     : vm_(vm) {
-  BoardContext ctx{config, loop, vm, sink_, kernel, std::move(stop), *this};
+  BoardContext ctx{config, loop, vm, sink_, kernel, std::move(stop), std::move(suspend), *this};
   for (const BoardSlot& slot : board_slots()) {
     if (slot.testdev && !config.testdev) continue;
     mount(ctx, slot);

@@ -27,6 +27,8 @@
 #include "devices/bus/mmio_bus.h"
 #include "devices/bus/report_writer.h"
 #include "devices/host/stdout_sink.h"
+#include "devices/pc/acpi_pm.h"
+#include "devices/pc/mc146818_rtc.h"
 #include "devices/pc/uart_16550.h"
 #include "vmm/boot/loaded_kernel.h"
 #include "vmm/kvm/kvm_irq_line.h"
@@ -50,6 +52,8 @@ struct BoardContext {
   const LoadedKernel& kernel;
   // The guest ends the run: debug-exit's status, the i8042's reset (any thread).
   std::function<void(int status, const std::string& why)> stop;
+  // The guest asked for ACPI S3 (on the writing vCPU's thread; nullptr: S3 is ignored).
+  std::function<void()> suspend;
   PcBoard& board;
 
   // The board's line to `gsi` (one per GSI and way of injecting, made on first use).
@@ -96,7 +100,8 @@ class PcBoard {
   // Mounts every slot the configuration asks for. Throws VmmError when KVM refuses a line or
   // the PIT.
   PcBoard(const Config& config, MachineLoop& loop, VmHandles& vm, const LoadedKernel& kernel,
-          std::function<void(int status, const std::string& why)> stop);
+          std::function<void(int status, const std::string& why)> stop,
+          std::function<void()> suspend = nullptr);
   ~PcBoard();
   PcBoard(const PcBoard&) = delete;
   PcBoard& operator=(const PcBoard&) = delete;
@@ -108,6 +113,9 @@ class PcBoard {
   devices::Uart16550& uart() noexcept { return *uart_; }
   PitAssembly& pit() noexcept { return *pit_; }
   const PitAssembly& pit() const noexcept { return *pit_; }
+  // The ACPI PM block and the RTC, which S3 and its wake need.
+  devices::AcpiPm* acpi_pm() noexcept { return acpi_pm_; }
+  devices::Mc146818Rtc* rtc() noexcept { return rtc_; }
 
   // Every device's counters under its report key in the report's "devices" object, and what
   // nothing on the buses decoded.
@@ -119,6 +127,8 @@ class PcBoard {
 
   // The slots' makers hand these back (COM1 and the PIT are the machine's business too).
   void set_uart(devices::Uart16550& uart) noexcept { uart_ = &uart; }
+  void set_acpi_pm(devices::AcpiPm& pm) noexcept { acpi_pm_ = &pm; }
+  void set_rtc(devices::Mc146818Rtc& rtc) noexcept { rtc_ = &rtc; }
   void set_pit(std::unique_ptr<PitAssembly> pit) noexcept { pit_ = std::move(pit); }
   devices::IrqLine& line(std::uint32_t gsi, IrqInject inject);
   // pc-testdev's page flush: make KVM fault the page in again; false outside guest RAM.
@@ -135,6 +145,8 @@ class PcBoard {
   std::unique_ptr<PitAssembly> pit_;
   std::vector<Mounted> mounted_;
   devices::Uart16550* uart_ = nullptr;
+  devices::AcpiPm* acpi_pm_ = nullptr;
+  devices::Mc146818Rtc* rtc_ = nullptr;
 };
 
 }  // namespace minivmm::vmm

@@ -105,6 +105,18 @@ void allow_snapshot(SyscallAllowList& l, const SeccompFacts& facts) {
   l.allow({SYS_ftruncate, SYS_pwrite64});
 }
 
+// ACPI S3 (Machine::enter_s3 and wake, docs/acpi-pm.md), on the loop thread, with or without a
+// control socket: the pause reads each vCPU's kvmclock MSR; the wake, with the vCPUs parked,
+// sets the boot vCPU's registers to the real-mode waking vector and the others to wait-for-SIPI.
+void allow_s3_wake(SyscallAllowList& l, const SeccompFacts& facts) {
+  for (const int fd : facts.vcpu_fds) {
+    for (const unsigned long req :
+         {KVM_GET_SREGS, KVM_SET_SREGS, KVM_SET_REGS, KVM_SET_MP_STATE, kKvmGetMsrs}) {
+      l.allow_ioctl(fd, req);
+    }
+  }
+}
+
 }  // namespace
 
 SyscallAllowList loop_allow_list(const SeccompFacts& facts) {
@@ -120,6 +132,7 @@ SyscallAllowList loop_allow_list(const SeccompFacts& facts) {
   l.allow(SYS_mincore);
   // Kicking vCPUs out of KVM_RUN (pthread_kill: tgkill).
   l.allow(SYS_tgkill);
+  allow_s3_wake(l, facts);
   if (facts.poll_ppoll) l.allow(SYS_ppoll);
   if (facts.poll_epoll) l.allow({SYS_epoll_wait, SYS_epoll_pwait, SYS_epoll_pwait2, SYS_epoll_ctl});
   if (facts.poll_timerfd) l.allow(SYS_timerfd_settime);

@@ -194,6 +194,10 @@ bool Vcpu::run_loop() {
       }
       continue;
     }
+    if (hold_ && hold_->load(std::memory_order_acquire)) {
+      gate_.wait_for_pause();
+      continue;
+    }
     __atomic_store_n(&run_->immediate_exit, 0, __ATOMIC_SEQ_CST);
     // After the reset: a timer wake from now on sets immediate_exit again, and one that came
     // earlier left its mark for before_wait() to apply.

@@ -90,6 +90,10 @@ class Vcpu {
     host_fault_check_ = std::move(check);
   }
 
+  // While `*hold` is true the vCPU enters no KVM_RUN but waits for the loop's pause (the guest
+  // asked for ACPI S3 and the loop is about to park every vCPU). Before start().
+  void guest_hold(const std::atomic<bool>* hold) noexcept { hold_ = hold; }
+
   // The vCPU fd, for the allow-list that confines KVM_RUN to this vCPU's own fd.
   int fd() const noexcept { return fd_.get(); }
 
@@ -143,6 +147,7 @@ class Vcpu {
   kvm_run* run_ = nullptr;
   timers::ThreadTimers* timers_ = nullptr;
   devices::MmioBus* mmio_ = nullptr;
+  const std::atomic<bool>* hold_ = nullptr;
   std::size_t run_size_ = 0;
 
   std::vector<int> cpus_;

@@ -6,6 +6,7 @@ void VcpuRunGate::pause(const std::function<void()>& kick) {
   std::unique_lock lock(mu_);
   want_ = Want::kPause;
   pause_hint_.store(true, std::memory_order_release);
+  cv_.notify_all();  // a vCPU in wait_for_pause()
   if (state_ != State::kRunning) return;  // parked, finished, or parks before it first runs
   if (kick) kick();
   cv_.wait(lock, [&] { return state_ != State::kRunning; });
@@ -48,6 +49,11 @@ bool VcpuRunGate::park(const std::function<bool()>& before, const std::function<
     }
   }
   return !after || after();
+}
+
+void VcpuRunGate::wait_for_pause() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return want_ == Want::kPause || stop_.load(std::memory_order_acquire); });
 }
 
 void VcpuRunGate::finished() {

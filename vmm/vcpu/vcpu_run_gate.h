@@ -48,6 +48,9 @@ class VcpuRunGate {
   // `before` runs before it parks (disarming its timers), `after` once it runs again; both
   // outside the lock. Returns false if it parked and `before`/`after` failed.
   bool park(const std::function<bool()>& before, const std::function<bool()>& after);
+  // vCPU thread: waits until the loop asks for a pause, or a stop. The guest itself asked to be
+  // stopped (ACPI S3) and must run no further instruction before the loop parks it.
+  void wait_for_pause();
   // vCPU thread, last: kFinished, and every waiter is told.
   void finished();
 

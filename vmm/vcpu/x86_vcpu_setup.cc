@@ -157,4 +157,51 @@ void set_up_application_vcpu(int vcpu_fd, int index,
   set_wait_for_sipi(vcpu_fd);
 }
 
+void set_up_s3_resume(int vcpu_fd, std::uint32_t waking_vector) {
+  // The registers an INIT leaves (SDM vol. 3 table 10-1), but CS:IP at the vector in real
+  // mode, as the ACPI spec (5.2.10) and SeaBIOS's s3_resume hand over: CS = vector >> 4,
+  // IP = vector & 0xf.
+  kvm_sregs sregs{};
+  if (::ioctl(vcpu_fd, KVM_GET_SREGS, &sregs) < 0) throw_kvm_error("KVM_GET_SREGS");
+  const auto real_mode = [](kvm_segment& seg, std::uint16_t selector, std::uint8_t type) {
+    seg = kvm_segment{};
+    seg.selector = selector;
+    seg.base = std::uint64_t{selector} << 4;
+    seg.limit = 0xffff;
+    seg.type = type;
+    seg.present = 1;
+    seg.s = 1;
+  };
+  real_mode(sregs.cs, static_cast<std::uint16_t>(waking_vector >> 4), 0xb);  // code, accessed
+  for (kvm_segment* seg : {&sregs.ds, &sregs.es, &sregs.fs, &sregs.gs, &sregs.ss}) {
+    real_mode(*seg, 0, 0x3);  // data, read/write, accessed
+  }
+  sregs.ldt = kvm_segment{};
+  sregs.ldt.limit = 0xffff;
+  sregs.ldt.type = 0x2;
+  sregs.ldt.present = 1;
+  sregs.tr = kvm_segment{};
+  sregs.tr.limit = 0xffff;
+  sregs.tr.type = 0xb;  // busy 32-bit TSS, as KVM's own reset leaves it
+  sregs.tr.present = 1;
+  sregs.gdt = kvm_dtable{0, 0xffff, {}};
+  sregs.idt = kvm_dtable{0, 0xffff, {}};
+  sregs.cr0 = 0x60000010;  // CD, NW, ET
+  sregs.cr2 = 0;
+  sregs.cr3 = 0;
+  sregs.cr4 = 0;
+  sregs.efer = 0;
+  std::memset(sregs.interrupt_bitmap, 0, sizeof sregs.interrupt_bitmap);
+  if (::ioctl(vcpu_fd, KVM_SET_SREGS, &sregs) < 0) throw_kvm_error("KVM_SET_SREGS");
+  kvm_regs regs{};
+  regs.rip = waking_vector & 0xf;
+  regs.rflags = 0x2;
+  if (::ioctl(vcpu_fd, KVM_SET_REGS, &regs) < 0) throw_kvm_error("KVM_SET_REGS");
+  kvm_mp_state mp{};
+  mp.mp_state = KVM_MP_STATE_RUNNABLE;
+  if (::ioctl(vcpu_fd, KVM_SET_MP_STATE, &mp) < 0) throw_kvm_error("KVM_SET_MP_STATE");
+}
+
+void set_up_s3_resume_ap(int vcpu_fd) { set_wait_for_sipi(vcpu_fd); }
+
 }  // namespace minivmm::vmm

@@ -13,6 +13,7 @@
 
 #include <linux/kvm.h>
 
+#include <cstdint>
 #include <vector>
 
 #include "vmm/vcpu/x86_boot_state.h"
@@ -28,5 +29,12 @@ void set_up_boot_vcpu(int vcpu_fd, int index, const X86BootState& state,
 // BSP takes the 8259's ExtINT, MP spec 3.6.2.2 / SDM 10.5.1), no registers (its INIT/SIPI sets
 // them), and MP state wait-for-SIPI.
 void set_up_application_vcpu(int vcpu_fd, int index, const std::vector<kvm_cpuid_entry2>& cpuid);
+
+// An ACPI S3 resume (the VM paused, every vCPU parked), as QEMU's reset and SeaBIOS's resume
+// path leave the CPUs: the boot CPU in real mode at the FACS firmware waking vector (CS =
+// vector >> 4, IP = vector & 0xf, everything else as after INIT), the others waiting for
+// SIPI. Threads: the loop thread, while the vCPUs are parked.
+void set_up_s3_resume(int vcpu_fd, std::uint32_t waking_vector);
+void set_up_s3_resume_ap(int vcpu_fd);
 
 }  // namespace minivmm::vmm

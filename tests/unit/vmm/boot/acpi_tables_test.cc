@@ -79,7 +79,7 @@ TEST_F(AcpiTablesTest, FadtIsFullAcpiWithSciOnIrq9AndPointsAtDsdtAndFacs) {
   const AcpiTables t = write(1);
   const std::uint64_t f = t.fadt_addr;
   EXPECT_EQ(ram_.read<std::uint8_t>(f + 8), 6);                 // revision
-  EXPECT_EQ(ram_.read<std::uint32_t>(f + 36), 0u);              // FIRMWARE_CTRL: use X_ form
+  EXPECT_EQ(ram_.read<std::uint32_t>(f + 36), t.facs_addr);     // FIRMWARE_CTRL, as QEMU
   EXPECT_EQ(ram_.read<std::uint32_t>(f + 40), 0u);              // DSDT: use X_ form
   EXPECT_EQ(ram_.read<std::uint16_t>(f + 46), 9);               // SCI_INT
   EXPECT_EQ(ram_.read<std::uint32_t>(f + 48), 0u);              // SMI_CMD: always ACPI mode
@@ -88,7 +88,8 @@ TEST_F(AcpiTablesTest, FadtIsFullAcpiWithSciOnIrq9AndPointsAtDsdtAndFacs) {
   EXPECT_EQ(flags & (1u << 20), 0u);                            // not HW_REDUCED_ACPI
   EXPECT_NE(flags & 1u, 0u);                                    // WBINVD
   EXPECT_EQ(ram_.read<std::uint16_t>(f + 109), 0x7);            // legacy devs, 8042, no VGA
-  EXPECT_EQ(ram_.read<std::uint64_t>(f + 132), t.facs_addr);
+  EXPECT_EQ(ram_.read<std::uint64_t>(f + 132), 0u);             // X_FIRMWARE_CTRL: must be 0
+  EXPECT_NE(flags & (1u << 6), 0u);                             // FIX_RTC: no PM1 block
   EXPECT_EQ(ram_.read<std::uint64_t>(f + 140), t.dsdt_addr);
 
   EXPECT_EQ(signature(t.facs_addr), "FACS");
@@ -106,6 +107,76 @@ TEST_F(AcpiTablesTest, OptionalPm1BlocksAppearInTheFadt) {
   EXPECT_EQ(ram_.read<std::uint8_t>(t.fadt_addr + 88), 4);
   EXPECT_EQ(ram_.read<std::uint8_t>(t.fadt_addr + 89), 2);
   EXPECT_EQ(byte_sum(t.fadt_addr, 276), 0u);
+}
+
+// The PM block at QEMU's PM_IO_BASE (devices/pc/acpi_pm.h): each block by its 32-bit port and
+// length and by its X_ Generic Address (I/O space, the same port), the 24-bit timer.
+TEST_F(AcpiTablesTest, PmBlocksAndTimerAppearInBothFadtForms) {
+  AcpiConfig config;
+  config.pm1a_evt_port = 0x600;
+  config.pm1a_cnt_port = 0x604;
+  config.pm_tmr_port = 0x608;
+  const AcpiTables t = write_acpi_tables(ram_.mem(), config);
+  const std::uint64_t f = t.fadt_addr;
+  EXPECT_EQ(byte_sum(f, 276), 0u);
+  EXPECT_EQ(ram_.read<std::uint16_t>(f + 46), 9);          // SCI_INT
+  EXPECT_EQ(ram_.read<std::uint32_t>(f + 76), 0x608u);     // PM_TMR_BLK
+  EXPECT_EQ(ram_.read<std::uint8_t>(f + 91), 4);           // PM_TMR_LEN
+  const auto flags = ram_.read<std::uint32_t>(f + 112);
+  EXPECT_EQ(flags & (1u << 8), 0u);                        // TMR_VAL_EXT: 24 bits
+  EXPECT_EQ(flags & (1u << 6), 0u);                        // FIX_RTC clear: RTC_STS is there
+  struct Gas {
+    std::uint64_t at;
+    std::uint8_t bits;
+    std::uint8_t access;
+    std::uint64_t port;
+  };
+  // X_PM1a_EVT_BLK at 148, X_PM1a_CNT_BLK at 172, X_PM_TMR_BLK at 208 (ACPI 6.5 table 5.9).
+  for (const Gas& g : {Gas{148, 32, 2, 0x600}, Gas{172, 16, 2, 0x604}, Gas{208, 32, 3, 0x608}}) {
+    EXPECT_EQ(ram_.read<std::uint8_t>(f + g.at), 1) << g.at;  // system I/O
+    EXPECT_EQ(ram_.read<std::uint8_t>(f + g.at + 1), g.bits) << g.at;
+    EXPECT_EQ(ram_.read<std::uint8_t>(f + g.at + 2), 0) << g.at;
+    EXPECT_EQ(ram_.read<std::uint8_t>(f + g.at + 3), g.access) << g.at;
+    EXPECT_EQ(ram_.read<std::uint64_t>(f + g.at + 4), g.port) << g.at;
+  }
+  // No PM1b, PM2 or GPE blocks.
+  EXPECT_EQ(ram_.read<std::uint32_t>(f + 60), 0u);
+  EXPECT_EQ(ram_.read<std::uint32_t>(f + 80), 0u);
+}
+
+// The FACS the FADT's FIRMWARE_CTRL points at: 64 bytes, 64-byte aligned, version 2, its
+// waking vectors 0 until the guest writes one (the S3 resume reads it then).
+TEST_F(AcpiTablesTest, FacsIsEmptyWithItsWakingVectorsForTheGuestToSet) {
+  const AcpiTables t = write(1);
+  EXPECT_EQ(ram_.read<std::uint32_t>(t.fadt_addr + 36), t.facs_addr);
+  EXPECT_EQ(signature(t.facs_addr), "FACS");
+  EXPECT_EQ(length(t.facs_addr), 64u);
+  EXPECT_EQ(t.facs_addr % 64, 0u);
+  EXPECT_LT(t.facs_addr, 0x100000u);
+  EXPECT_EQ(ram_.read<std::uint32_t>(t.facs_addr + 12), 0u);  // firmware waking vector
+  EXPECT_EQ(ram_.read<std::uint64_t>(t.facs_addr + 24), 0u);  // X_ waking vector
+  EXPECT_EQ(ram_.read<std::uint8_t>(t.facs_addr + 32), 2);    // version
+}
+
+// With a PM1 control block, the DSDT names the sleep states at the root as QEMU does:
+// Name(_S3, Package(4) { One, One, Zero, Zero }), Name(_S5, Package(4) { Zero, Zero, Zero,
+// Zero }), before the pvpanic device.
+TEST_F(AcpiTablesTest, DsdtNamesS3AndS5WithQemusSleepTypes) {
+  AcpiConfig config;
+  config.pm1a_evt_port = 0x600;
+  config.pm1a_cnt_port = 0x604;
+  config.pvpanic_port = 0x505;
+  const AcpiTables t = write_acpi_tables(ram_.mem(), config);
+  const std::uint32_t len = length(t.dsdt_addr);
+  EXPECT_EQ(byte_sum(t.dsdt_addr, len), 0u);
+  std::vector<std::uint8_t> aml;
+  for (std::byte b : ram_.bytes(t.dsdt_addr + 36, len - 36)) aml.push_back(std::to_integer<std::uint8_t>(b));
+  const std::vector<std::uint8_t> want{
+      0x08, '_', 'S', '3', '_', 0x12, 0x06, 0x04, 0x01, 0x01, 0x00, 0x00,
+      0x08, '_', 'S', '5', '_', 0x12, 0x06, 0x04, 0x00, 0x00, 0x00, 0x00};
+  ASSERT_GE(aml.size(), want.size());
+  EXPECT_EQ(std::vector<std::uint8_t>(aml.begin(), aml.begin() + 24), want);
+  EXPECT_EQ(aml[24], 0x10);  // Scope(\_SB) with pvpanic follows
 }
 
 struct MadtEntry {

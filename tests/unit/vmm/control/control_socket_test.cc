@@ -124,6 +124,11 @@ class ControlSocketTest : public ::testing::Test {
       paused_ = false;
       return changed;
     };
+    h.wake = [this] {
+      const bool changed = asleep_;
+      asleep_ = false;
+      return changed;
+    };
     h.quit = [this] { ++quits_; };
     socket_ = std::make_unique<ControlSocket>(loop_, rt_timers_, path_, h, options);
   }
@@ -177,6 +182,7 @@ class ControlSocketTest : public ::testing::Test {
   std::unique_ptr<ControlSocket> socket_;
 
   bool paused_ = false;
+  bool asleep_ = false;
   bool stats_throws_ = false;
   bool stats_throws_int_ = false;
   std::optional<json> stats_override_;
@@ -220,6 +226,19 @@ TEST_F(ControlSocketTest, PauseAndResumeSayWhetherTheyChangedAnything) {
   EXPECT_FALSE(paused_);
   r = request(c, R"({"cmd":"resume"})");
   EXPECT_EQ(r["changed"], false);
+}
+
+// ACPI S3's wake (docs/acpi-pm.md): running again when it woke a sleeping guest, no state
+// claimed when there was nothing to wake.
+TEST_F(ControlSocketTest, WakeSaysWhetherItWokeASleepingGuest) {
+  start();
+  Client c(path_);
+  asleep_ = true;
+  json r = request(c, R"({"cmd":"wake","id":3})");
+  EXPECT_EQ(r, (json{{"ok", true}, {"id", 3}, {"state", "running"}, {"changed", true}}));
+  EXPECT_FALSE(asleep_);
+  r = request(c, R"({"cmd":"wake"})");
+  EXPECT_EQ(r, (json{{"ok", true}, {"changed", false}}));
 }
 
 TEST_F(ControlSocketTest, QuitRepliesThenCallsTheHandler) {

@@ -68,6 +68,19 @@ TEST(SyscallAllowListTest, IoctlAndFcntlOnlyPerRequest) {
   EXPECT_EQ(l.rule_count(), 3u);
 }
 
+// ACPI S3 (docs/acpi-pm.md) on the loop thread, with no control socket: the pause reads each
+// vCPU's kvmclock MSR, the wake sets the vCPUs' registers and MP state; only on vCPU fds.
+TEST(SeccompAllowListsTest, TheLoopMayPutVcpusToSleepAndWakeThemWithoutASocket) {
+  SeccompFacts f = facts();
+  f.vcpu_fds = {kVcpuFd};
+  const SyscallAllowList loop = loop_allow_list(f);
+  for (const unsigned long req : {KVM_GET_SREGS, KVM_SET_SREGS, KVM_SET_REGS, KVM_SET_MP_STATE}) {
+    EXPECT_TRUE(loop.allows_ioctl(kVcpuFd, req)) << req;
+    EXPECT_FALSE(loop.allows_ioctl(kVmFd, req)) << req;
+  }
+  EXPECT_FALSE(loop.allows_ioctl(kVcpuFd, KVM_RUN));
+}
+
 // KVM_RUN belongs to the vCPU thread, on its own fd: not another vCPU's, not the VM's, and no
 // other thread kind may run a vCPU at all.
 TEST(SeccompAllowListsTest, OnlyTheVcpuThreadRunsItsOwnVcpu) {

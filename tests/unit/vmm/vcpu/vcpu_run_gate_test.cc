@@ -195,5 +195,56 @@ TEST(VcpuRunGateTest, AResumeWithoutAPauseAndARepeatedPauseReturnAtOnce) {
   vcpu.join();
 }
 
+// ACPI S3 (docs/acpi-pm.md): a vCPU that the guest's own write holds waits in
+// wait_for_pause() without running; the loop's pause() ends that wait and the vCPU parks, so
+// pause() returns with nothing run after the hold.
+TEST(VcpuRunGateTest, AHeldVcpuRunsNothingAndParksAtTheLoopsPause) {
+  VcpuRunGate gate;
+  std::atomic<bool> held{false};
+  std::atomic<std::uint64_t> steps_after_hold{0};
+  std::thread vcpu([&] {
+    gate.started();
+    bool hold_once = true;
+    while (!gate.stop_requested()) {
+      if (gate.pause_requested()) {
+        gate.park(nullptr, nullptr);
+        continue;
+      }
+      if (hold_once) {  // the guest's SLP_EN: hold until the loop asks for the pause
+        hold_once = false;
+        held = true;
+        gate.wait_for_pause();
+        continue;
+      }
+      if (held) steps_after_hold.fetch_add(1);
+      std::this_thread::yield();
+    }
+    gate.finished();
+  });
+  while (!held) std::this_thread::yield();
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(steps_after_hold.load(), 0u) << "a held vCPU ran";
+  EXPECT_TRUE(finishes_within(gate, 5s, [&] { gate.pause([] {}); }));
+  EXPECT_EQ(gate.state(), State::kPaused);
+  EXPECT_EQ(steps_after_hold.load(), 0u);
+  gate.resume();
+  while (steps_after_hold.load() == 0) std::this_thread::yield();
+  gate.request_stop();
+  vcpu.join();
+}
+
+TEST(VcpuRunGateTest, AStopEndsAHeldVcpusWait) {
+  VcpuRunGate gate;
+  std::thread vcpu([&] {
+    gate.started();
+    gate.wait_for_pause();
+    gate.finished();
+  });
+  std::this_thread::sleep_for(10ms);
+  gate.request_stop();
+  vcpu.join();
+  EXPECT_EQ(gate.state(), State::kFinished);
+}
+
 }  // namespace
 }  // namespace minivmm::vmm
