@@ -106,6 +106,11 @@ int main(int argc, char** argv) {
   run->add_option("--restore-drive", restore_drives,
                   "with --restore: N=PATH gives the snapshot's drive N another file of the same "
                   "size (a clone's own copy); repeatable");
+  std::string mailbox;
+  run->add_option("--mailbox", mailbox,
+                  "with --restore: GPA,SIZE (page-aligned, bytes or hex) of guest memory that "
+                  "{\"cmd\":\"reset\"} leaves alone and {\"cmd\":\"mailbox\"} reads and writes "
+                  "(docs/snapshot.md)");
   run->add_option("--initrd", c.initrd_path, "initial ramdisk");
   run->add_option("--cmdline", c.cmdline, "kernel command line");
   run->add_option("--memory", memory, "guest RAM, e.g. 64M, 1G (max 3G)")->capture_default_str();
@@ -239,6 +244,21 @@ int main(int argc, char** argv) {
   } else if (!restore_drives.empty()) {
     std::fprintf(stderr, "minivmm: error: --restore-drive is for --restore\n");
     return to_int(ExitCode::kUsage);
+  } else if (!mailbox.empty()) {
+    std::fprintf(stderr, "minivmm: error: --mailbox is for --restore (a reset goes back to "
+                         "the snapshot it was restored from)\n");
+    return to_int(ExitCode::kUsage);
+  }
+  if (!mailbox.empty()) {
+    const auto range = minivmm::vmm::parse_mailbox(mailbox);
+    if (!range) {
+      std::fprintf(stderr, "minivmm: error: --mailbox: '%s' is not GPA,SIZE with both "
+                           "page-aligned and SIZE > 0 (e.g. 0x200000,4096)\n",
+                   minivmm::vmm::one_line(mailbox).c_str());
+      return to_int(ExitCode::kUsage);
+    }
+    c.mailbox_gpa = range->first;
+    c.mailbox_bytes = range->second;
   }
   const auto mem = minivmm::vmm::parse_size(memory);
   if (!mem) {

@@ -363,6 +363,10 @@ void ControlSocket::on_message(std::uint64_t id, json request) {
       const bool go_on = resume == request.end() || resume->get<bool>();
       response.update(handlers_.snapshot(path->get<std::string>(), go_on));
       response["state"] = go_on ? "running" : "paused";
+    } else if (cmd == "reset" && handlers_.reset) {
+      response.update(handlers_.reset());
+    } else if (cmd == "mailbox" && handlers_.mailbox) {
+      response.update(handlers_.mailbox(request));
     } else if (cmd == "quit" && handlers_.quit) {
       reply(id, std::move(response));  // written before the VMM starts to go away
       handlers_.quit();

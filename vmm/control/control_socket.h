@@ -8,6 +8,10 @@
 //   {"cmd":"quit"}   -> {"ok":true}, written before the quit handler runs
 //   {"cmd":"snapshot","path":P,"resume":true|false} -> {"ok":true,"state":...,...}: the VM
 //                       paused, written to P (docs/snapshot.md), then resumed (the default) or not
+//   {"cmd":"reset"}  -> {"ok":true,"reset_ms":...,"pages_dropped":...,...}: a restored guest back
+//                       at its snapshot, in place (running or paused as it was)
+//   {"cmd":"mailbox","offset":N,"read":LEN} -> {"ok":true,"hex":"..."}
+//   {"cmd":"mailbox","offset":N,"write":"HEX"} -> {"ok":true,"written":BYTES}: --mailbox's bytes
 // A request's "id" (any JSON value) is copied into its reply. Anything else gets
 // {"ok":false,"error":"..."} and the connection stays open: bad JSON (including numbers no
 // double holds and nesting deeper than 64), a non-object, a missing or unknown "cmd", a handler
@@ -80,6 +84,11 @@ struct ControlHandlers {
   // left paused. Returns the reply's fields (the files, the sizes, the time it took); throws
   // with a one-line reason on failure (the VM is then as it was).
   std::function<nlohmann::json(const std::string& path, bool resume)> snapshot;
+  // {"cmd":"reset"}: back to the snapshot this guest was restored from. Returns the reply's
+  // fields; throws with a one-line reason when it cannot (nothing changed then).
+  std::function<nlohmann::json()> reset;
+  // {"cmd":"mailbox",...}: the request itself; returns the reply's fields, throws on a bad one.
+  std::function<nlohmann::json(const nlohmann::json& request)> mailbox;
 };
 
 struct ControlSocketOptions {

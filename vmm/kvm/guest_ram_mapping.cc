@@ -1,12 +1,17 @@
 #include "vmm/kvm/guest_ram_mapping.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <cstdint>
 #include <fstream>
 #include <string>
+#include <system_error>
+#include <vector>
 
 #include "vmm/vmm_error.h"
 
@@ -75,6 +80,61 @@ std::uint64_t GuestRamMapping::resident_bytes() const noexcept {
   } catch (...) {
     return 0;
   }
+}
+
+GuestRamMapping::DropStats GuestRamMapping::drop_written_pages(std::uint64_t keep_begin,
+                                                              std::uint64_t keep_end) const {
+  constexpr std::uint64_t kPage = 4096;
+  // pagemap: one 64-bit entry per virtual page. Bit 63 present, 62 swapped, 61 a file page or
+  // shared anonymous memory. A page of a private file mapping that was written is a private
+  // anonymous copy: present without bit 61, or swapped out.
+  constexpr std::uint64_t kPresent = 1ull << 63, kSwapped = 1ull << 62, kFilePage = 1ull << 61;
+  DropStats st;
+  const int fd = ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw std::system_error(errno, std::generic_category(), "/proc/self/pagemap");
+  const auto base = reinterpret_cast<std::uintptr_t>(base_);
+  const std::uint64_t pages = bytes_ / kPage;
+  std::vector<std::uint64_t> entries(std::min<std::uint64_t>(pages, 16384));
+  std::uint64_t run_start = 0, run_len = 0;
+  auto flush = [&] {
+    if (run_len == 0) return;
+    void* at = reinterpret_cast<void*>(base + run_start * kPage);
+    if (::madvise(at, run_len * kPage, MADV_DONTNEED) != 0) {
+      const int err = errno;
+      ::close(fd);
+      throw std::system_error(err, std::generic_category(), "madvise(MADV_DONTNEED)");
+    }
+    st.pages_dropped += run_len;
+    ++st.ranges;
+    run_len = 0;
+  };
+  for (std::uint64_t first = 0; first < pages; first += entries.size()) {
+    const std::uint64_t n = std::min<std::uint64_t>(entries.size(), pages - first);
+    const off_t at = static_cast<off_t>((base / kPage + first) * sizeof(std::uint64_t));
+    const ssize_t got = ::pread(fd, entries.data(), n * sizeof(std::uint64_t), at);
+    if (got != static_cast<ssize_t>(n * sizeof(std::uint64_t))) {
+      const int err = got < 0 ? errno : EIO;
+      ::close(fd);
+      throw std::system_error(err, std::generic_category(), "/proc/self/pagemap: short read");
+    }
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const std::uint64_t page = first + i;
+      const std::uint64_t gpa = page * kPage;
+      const std::uint64_t e = entries[i];
+      const bool written = ((e & kPresent) && !(e & kFilePage)) || (e & kSwapped);
+      const bool kept = gpa + kPage > keep_begin && gpa < keep_end;
+      if (written && !kept) {
+        if (run_len == 0) run_start = page;
+        ++run_len;
+      } else {
+        flush();
+      }
+    }
+    st.pages_scanned += n;
+  }
+  flush();
+  ::close(fd);
+  return st;
 }
 
 }  // namespace minivmm::vmm

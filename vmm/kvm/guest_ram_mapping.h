@@ -36,6 +36,20 @@ class GuestRamMapping {
   // An anonymous mapping: a page the host never backed reads as zeros (a snapshot skips it).
   bool anonymous() const noexcept { return anonymous_; }
 
+  // A reset in place ({"cmd":"reset"}) of a file mapping: every page written since the mapping
+  // was made — the guest's writes and the VMM's (a virtio completion, a loader) alike, as each
+  // made a private copy — goes back to the file's, but those in [keep_begin, keep_end) (guest
+  // physical, the mailbox). Which pages were written comes from /proc/self/pagemap (present and
+  // not a file page, or swapped out); each run of them is dropped with MADV_DONTNEED, after
+  // which the page reads from the file again. Throws std::system_error if /proc or madvise
+  // refuses.
+  struct DropStats {
+    std::uint64_t pages_scanned = 0;
+    std::uint64_t pages_dropped = 0;
+    std::uint64_t ranges = 0;  // madvise calls
+  };
+  DropStats drop_written_pages(std::uint64_t keep_begin, std::uint64_t keep_end) const;
+
  private:
   void* base_ = nullptr;
   std::uint64_t bytes_ = 0;

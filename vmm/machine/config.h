@@ -48,6 +48,10 @@ struct Config {
   CpuModel cpu = CpuModel::kBaseline;
   std::vector<std::string> cpuid_mask;
   std::string api_socket;
+  // --mailbox GPA,SIZE (with --restore): guest-physical bytes a reset leaves as they are, and
+  // that {"cmd":"mailbox"} reads and writes: a harness passes the next input through them.
+  std::uint64_t mailbox_gpa = 0;
+  std::uint64_t mailbox_bytes = 0;
   // How PIT ticks reach KVM; nullopt: the measured best for the thread that delivers them
   // (loop: an irqfd write; vCPU: KVM_IRQ_LINE, which injects at once instead of through a
   // kernel worker the halted vCPU would have to block for).

@@ -156,6 +156,8 @@ void Machine::bind_control_socket() {
   handlers.snapshot = [this](const std::string& path, bool resume) {
     return snapshot(path, resume);
   };
+  handlers.reset = [this] { return reset(); };
+  handlers.mailbox = [this](const nlohmann::json& request) { return mailbox(request); };
   handlers.quit = [this] { request_stop(ExitCode::kOk, "quit from the control socket"); };
   try {
     control_ = std::make_unique<ControlSocket>(*loop_->loop, loop_->loop_rt_timers,

@@ -156,6 +156,15 @@ class Machine {
   template <typename Step>
   void timed_step(const char* name, Step&& s);
   nlohmann::json restore_phases_json() const;
+  // Snapshots (machine_snapshot.cc): every record of a snapshot loaded into this machine, the
+  // restore's and the reset's common part; the reset in place; the mailbox's reads and writes.
+  void load_records(const SnapshotFile& snap, std::int64_t vm_now);
+  nlohmann::json reset();
+  nlohmann::json mailbox(const nlohmann::json& request);
+  std::int64_t restored_vm_now_ = 0;  // the snapshot's vm_clock instant: where a reset goes
+  std::uint64_t resets_ = 0;
+  std::uint64_t reset_pages_dropped_ = 0;
+  double last_reset_ms_ = -1;
   // Last: its thread calls request_stop(), which reaches the vCPUs and the loop.
   std::unique_ptr<StopSignals> stop_signals_;
 };

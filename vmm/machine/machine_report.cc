@@ -185,6 +185,9 @@ RunReport Machine::collect_report() const {
   r.snapshot = {{"restored", restored_},
                 {"restore_ms", opt_ms(restore_ms_)},
                 {"restore_phases", restore_phases_json()},
+                {"resets", resets_},
+                {"last_reset_ms", opt_ms(last_reset_ms_)},
+                {"reset_pages_dropped", reset_pages_dropped_},
                 {"taken", snapshots_taken_},
                 {"last_write_ms", opt_ms(last_snapshot_ms_)},
                 // The files the drives opened (resolved): after a restore, which file each of

@@ -8,6 +8,10 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cstring>
+#include <span>
+#include <stdexcept>
+#include <vector>
 
 #include "devices/bus/device_state.h"
 #include "devices/log/log.h"
@@ -165,6 +169,33 @@ nlohmann::json Machine::snapshot(const std::string& path, bool resume_after) {
           {"vm_clock_ns", loop_->vm_clock.now().count()}};
 }
 
+// Every record of `snap` into this machine: devices, then KVM's VM and vCPU state, with
+// vm_clock standing at the snapshot's instant. The restore's and the reset's common part.
+void Machine::load_records(const SnapshotFile& snap, std::int64_t vm_now) {
+  // Paused before anything loads: the vCPUs park before their first KVM_RUN, the PIT's host
+  // timers stay withdrawn, and vm_clock stands at the snapshot's instant, so every deadline a
+  // device re-arms from its record means what it meant.
+  vcpus_->pause();
+  board_->pit().pause();
+  loop_->vm_clock.set_paused_at(timers::Nanos{vm_now});
+  for (const auto& [name, d] : stateful_devices()) {
+    StateReader in(snap.meta.section(name).data, name);
+    d->load_state(in);
+  }
+  const auto& kvm = snap.meta.section("kvm").data;
+  load_vm_state(vm_->vm.fd(), config_.pit == PitMode::kKvm, kvm);
+  for (const auto& v : vcpus_->all()) {
+    VcpuStateStats vs;
+    load_vcpu_state(kvm_caps_, v->fd(), v->index(),
+                    snap.meta.section("vcpu" + std::to_string(v->index())).data, &vs);
+  }
+  paused_kvmclock_ = read_kvm_clock(vm_->vm.fd());
+  // KVM's PIT was loaded above, and counts from then on: set again at the resume, it counts
+  // from there.
+  if (config_.pit == PitMode::kKvm) paused_kvm_pit_ = read_kvm_pit(vm_->vm.fd());
+  loop_->dynticks->rearm();
+}
+
 void Machine::restore_from(const SnapshotFile& snap) {
   try {
     check_cpuid(snap.meta.section("cpuid").data, vcpus_->cpuid());
@@ -186,28 +217,14 @@ void Machine::restore_from(const SnapshotFile& snap) {
     clock.expect_end();
     if (vm_now < 0) clock.fail("a negative vm_clock");
 
-    // Paused before anything loads: the vCPUs park before their first KVM_RUN, the PIT's host
-    // timers stay withdrawn, and vm_clock stands at the snapshot's instant, so every deadline a
-    // device re-arms from its record means what it meant.
-    vcpus_->pause();
-    board_->pit().pause();
-    loop_->vm_clock.set_paused_at(timers::Nanos{vm_now});
-    for (const auto& [name, d] : devices) {
-      StateReader in(snap.meta.section(name).data, name);
-      d->load_state(in);
+    if (config_.mailbox_bytes != 0 &&
+        config_.mailbox_gpa + config_.mailbox_bytes > inputs_->ram.memory().bytes().size()) {
+      throw VmmError(ExitCode::kUsage, "--mailbox: past the end of the guest's " +
+                                           std::to_string(inputs_->ram.memory().bytes().size()) +
+                                           " bytes of RAM");
     }
-    const auto& kvm = snap.meta.section("kvm").data;
-    load_vm_state(vm_->vm.fd(), config_.pit == PitMode::kKvm, kvm);
-    for (const auto& v : vcpus_->all()) {
-      VcpuStateStats vs;
-      load_vcpu_state(kvm_caps_, v->fd(), v->index(),
-                      snap.meta.section("vcpu" + std::to_string(v->index())).data, &vs);
-    }
-    paused_kvmclock_ = read_kvm_clock(vm_->vm.fd());
-    // KVM's PIT was loaded above, and counts from then on: set again at the resume, it counts
-    // from there.
-    if (config_.pit == PitMode::kKvm) paused_kvm_pit_ = read_kvm_pit(vm_->vm.fd());
-    loop_->dynticks->rearm();
+    load_records(snap, vm_now);
+    restored_vm_now_ = vm_now;
     if (const devices::I8254Pit* pit = board_->pit().pit()) ticks_at_start_ = pit->stats().ticks_injected;
     restored_ = true;
   } catch (const SnapshotError& e) {
@@ -215,6 +232,114 @@ void Machine::restore_from(const SnapshotFile& snap) {
   } catch (const devices::StateError& e) {
     throw VmmError(ExitCode::kBadKernel, "--restore: " + snap.path + ": " + e.what());
   }
+}
+
+nlohmann::json Machine::reset() {
+  if (!restored_from_) {
+    throw SnapshotError("this guest was not restored from a snapshot (--restore): nothing to "
+                        "reset to");
+  }
+  if (asleep_) throw SnapshotError("the guest is asleep (ACPI S3): wake it first");
+  const auto t0 = std::chrono::steady_clock::now();
+  const bool was_paused = paused();
+  pause();
+  // A disk request in flight would complete into memory the reset is about to drop.
+  virtio_->quiesce();
+  const auto t_paused = std::chrono::steady_clock::now();
+  const auto drop = inputs_->ram.drop_written_pages(config_.mailbox_gpa,
+                                                    config_.mailbox_gpa + config_.mailbox_bytes);
+  const auto t_dropped = std::chrono::steady_clock::now();
+  try {
+    load_records(*restored_from_, restored_vm_now_);
+  } catch (const std::exception& e) {
+    // The records loaded at the restore; one that fails now leaves a machine half of the
+    // snapshot's and half the run's: that guest must not run on.
+    request_stop(ExitCode::kHostFailure, std::string("reset failed: ") + e.what());
+    throw SnapshotError(std::string("the machine could not load its snapshot again (the run "
+                                    "ends): ") + e.what());
+  }
+  const auto t_loaded = std::chrono::steady_clock::now();
+  if (!was_paused) resume();
+  const auto t_done = std::chrono::steady_clock::now();
+  auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  ++resets_;
+  reset_pages_dropped_ += drop.pages_dropped;
+  last_reset_ms_ = ms(t_done - t0);
+  log::debug("reset: {} pages dropped in {} ranges, {:.3f} ms", drop.pages_dropped, drop.ranges,
+             last_reset_ms_);
+  return {{"reset_ms", last_reset_ms_},
+          {"pause_ms", ms(t_paused - t0)},
+          {"drop_ms", ms(t_dropped - t_paused)},
+          {"load_ms", ms(t_loaded - t_dropped)},
+          {"resume_ms", ms(t_done - t_loaded)},
+          {"pages_dropped", drop.pages_dropped},
+          {"pages_scanned", drop.pages_scanned},
+          {"state", was_paused ? "paused" : "running"},
+          {"vm_clock_ns", loop_->vm_clock.now().count()}};
+}
+
+namespace {
+
+std::string to_hex(std::span<const std::uint8_t> bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (const std::uint8_t b : bytes) {
+    out.push_back(kDigits[b >> 4]);
+    out.push_back(kDigits[b & 15]);
+  }
+  return out;
+}
+
+std::vector<std::uint8_t> from_hex(const std::string& hex) {
+  if (hex.size() % 2 != 0) throw std::invalid_argument("\"write\" has an odd number of hex digits");
+  auto digit = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    throw std::invalid_argument("\"write\" holds a character that is no hex digit");
+  };
+  std::vector<std::uint8_t> out(hex.size() / 2);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    out[i] = static_cast<std::uint8_t>(digit(hex[2 * i]) << 4 | digit(hex[2 * i + 1]));
+  }
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json Machine::mailbox(const nlohmann::json& request) {
+  if (config_.mailbox_bytes == 0) throw std::invalid_argument("no --mailbox was given");
+  const auto offset = request.find("offset");
+  std::uint64_t at = 0;
+  if (offset != request.end()) {
+    if (!offset->is_number_unsigned()) throw std::invalid_argument("\"offset\" is a byte count");
+    at = offset->get<std::uint64_t>();
+  }
+  const auto read = request.find("read");
+  const auto write = request.find("write");
+  if ((read == request.end()) == (write == request.end())) {
+    throw std::invalid_argument("mailbox takes one of \"read\" (a length) or \"write\" (hex)");
+  }
+  auto check = [&](std::uint64_t len) {
+    if (at > config_.mailbox_bytes || len > config_.mailbox_bytes - at) {
+      throw std::invalid_argument("past the mailbox's " + std::to_string(config_.mailbox_bytes) +
+                                  " bytes");
+    }
+  };
+  auto ram = inputs_->ram.memory().bytes();
+  auto* box = reinterpret_cast<std::uint8_t*>(ram.data()) + config_.mailbox_gpa;
+  if (read != request.end()) {
+    if (!read->is_number_unsigned()) throw std::invalid_argument("\"read\" is a byte count");
+    const auto len = read->get<std::uint64_t>();
+    check(len);
+    return {{"hex", to_hex({box + at, static_cast<std::size_t>(len)})}};
+  }
+  if (!write->is_string()) throw std::invalid_argument("\"write\" is a hex string");
+  const auto bytes = from_hex(write->get<std::string>());
+  check(bytes.size());
+  std::memcpy(box + at, bytes.data(), bytes.size());
+  return {{"written", bytes.size()}};
 }
 
 }  // namespace minivmm::vmm

@@ -117,6 +117,22 @@ void allow_s3_wake(SyscallAllowList& l, const SeccompFacts& facts) {
   }
 }
 
+// {"cmd":"reset"} of a restored guest (Machine::reset), on the loop thread with the vCPUs
+// parked: which pages were written, from /proc/self/pagemap (openat, pread, close), those
+// dropped (madvise: the common list), then every vCPU's and the VM's records loaded again as
+// at the restore.
+void allow_reset(SyscallAllowList& l, const SeccompFacts& facts) {
+  l.allow(SYS_pread64);
+  for (const int fd : facts.vcpu_fds) {
+    for (const unsigned long req :
+         {KVM_SET_MP_STATE, KVM_SET_REGS, KVM_SET_SREGS, kKvmSetXsave, KVM_SET_FPU, KVM_SET_XCRS,
+          KVM_SET_DEBUGREGS, KVM_SET_LAPIC, KVM_SET_VCPU_EVENTS, kKvmSetMsrs, KVM_SET_MSRS}) {
+      l.allow_ioctl(fd, req);
+    }
+  }
+  l.allow_ioctl(facts.vm_fd, KVM_SET_IRQCHIP);
+}
+
 }  // namespace
 
 SyscallAllowList loop_allow_list(const SeccompFacts& facts) {
@@ -150,6 +166,7 @@ SyscallAllowList loop_allow_list(const SeccompFacts& facts) {
     l.allow_fcntl(F_GETFL);
     l.allow_fcntl(F_SETFL);
     allow_snapshot(l, facts);
+    if (facts.restored) allow_reset(l, facts);
   }
   // A pause stops kvmclock with vm_clock (read as the vCPUs park, set back on resume), and a
   // restored guest is resumed so once the loop runs.

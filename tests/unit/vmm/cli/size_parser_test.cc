@@ -29,5 +29,18 @@ TEST(SizeParserTest, RejectsOverflow) {
   EXPECT_EQ(parse_size("17179869183G"), 17179869183ull << 30);
 }
 
+TEST(SizeParserTest, MailboxIsTwoPageAlignedValuesInDecimalSizesOrHex) {
+  using Range = std::pair<std::uint64_t, std::uint64_t>;
+  EXPECT_EQ(parse_mailbox("0x200000,4096"), (Range{0x200000, 4096}));
+  EXPECT_EQ(parse_mailbox("2M,64k"), (Range{2u << 20, 64u << 10}));
+  EXPECT_EQ(parse_mailbox("0,0x1000"), (Range{0, 4096}));
+  for (const char* bad : {"", ",", "0x200000", "0x200000,", ",4096", "0x200001,4096",
+                          "0x200000,100", "0x200000,0", "0x,4096", "0xg000,4096",
+                          "0x10000000000000000,4096", "0xfffffffffffff000,0x2000",
+                          "0x200000,4096,1", "-4096,4096"}) {
+    EXPECT_FALSE(parse_mailbox(bad).has_value()) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace minivmm::vmm
