@@ -130,6 +130,9 @@ nlohmann::json Machine::snapshot(const std::string& path, bool resume_after) {
   // inputs (a snapshot named like the guest's disk would replace the disk).
   // A JSON string may hold a NUL, where the file system would cut the name short.
   if (path.find('\0') != std::string::npos) throw SnapshotError("the path holds a NUL byte");
+  // Sleep is no state a record holds: restored, the guest would run on past its SLP_EN write
+  // as if it had woken, and the wake's FACS vector is not in the file either.
+  if (asleep_) throw SnapshotError("the guest is asleep (ACPI S3): wake it first");
   struct stat target {};
   if (::stat(path.c_str(), &target) == 0) {
     if (!S_ISREG(target.st_mode)) throw SnapshotError("'" + path + "' is not a regular file");
