@@ -2,6 +2,7 @@
 // PIT, S5 ending the run with exit 0, and S3: asleep with no tick and vm_clock still, woken by the
 // control socket or the RTC alarm at the FACS waking vector, ticking on with no burst.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -40,15 +41,16 @@ TEST(BootAcpiPmTest, PmTimerCountsAt3579545HzAgainstThePit) {
   const auto rates = pm_rates(r.out);
   ASSERT_EQ(rates.size(), 3u) << r.out;
   // The first second runs from before the timer started; the later ones are a second of PIT
-  // ticks each, give or take a wakeup's lateness at either end (tens of ms on a busy host: 10%
-  // each). Their mean spans two seconds between two wakeups only: 3%. A PIT-rate (1.19 MHz)
-  // or stopped timer is far outside either.
+  // ticks each. On a busy host (CI under -j3 on 2 cores) a PIT "second" is whatever the late
+  // ticks and their catch-up made it, so the bounds only tell the right clock from the wrong
+  // ones: a timer at the PIT's rate (1.19 MHz, a third) or stopped is far outside 35% per second
+  // and 15% over the two, the PM timer's exact rate is its unit tests' (fake clock).
   double sum = 0;
   for (std::size_t i = 1; i < rates.size(); ++i) {
-    EXPECT_NEAR(static_cast<double>(rates[i]), 3'579'545.0, 3'579'545.0 * 0.10) << r.out;
+    EXPECT_NEAR(static_cast<double>(rates[i]), 3'579'545.0, 3'579'545.0 * 0.35) << r.out;
     sum += static_cast<double>(rates[i]);
   }
-  EXPECT_NEAR(sum / static_cast<double>(rates.size() - 1), 3'579'545.0, 3'579'545.0 * 0.03)
+  EXPECT_NEAR(sum / static_cast<double>(rates.size() - 1), 3'579'545.0, 3'579'545.0 * 0.15)
       << r.out;
   ASSERT_TRUE(r.stats.has_value());
   const auto& pm = (*r.stats)["devices"]["acpi_pm"];
@@ -143,6 +145,40 @@ TEST(BootAcpiPmTest, S3WakesAtTheRtcAlarm) {
   ASSERT_TRUE(r.stats.has_value());
   const auto& pm = (*r.stats)["devices"]["acpi_pm"];
   EXPECT_EQ(pm["wakes"].get<std::uint64_t>(), 1u) << pm.dump();
+}
+
+// A guest restored from a snapshot taken before it slept still wakes at its own vector: where
+// the firmware put the FACS is in the snapshot (its "firmware" section), since no kernel is
+// loaded at a restore to say. Before, the wake found no vector and ended the run as a reset.
+TEST(BootAcpiPmTest, ARestoredGuestWakesFromS3AtItsVector) {
+  if (auto why = kvm_unavailable_reason()) GTEST_SKIP() << "KVM boot test skipped: " << *why;
+  const std::string base = "/tmp/minivmm-acpi-restore-" + std::to_string(getpid());
+  const std::string sock = base + ".sock", file = base + ".snap";
+  Child child = start_minivmm({"run", "--kernel", guest_image(), "--cmdline",
+                               "timer=pit hz=250 ticks=500 s3=rtc stamps", "--api-socket", sock,
+                               "--duration", "60", "--no-console-input"});
+  ControlClient client(sock);
+  ASSERT_TRUE(client.connected());
+  // Early in the first second, before the guest sleeps at its 250th tick.
+  nlohmann::json st;
+  for (int i = 0; i < 500; ++i) {
+    st = client.call("stats");
+    if (ticks(st) >= 10) break;
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_GE(ticks(st), 10u) << st.dump();
+  ASSERT_LT(ticks(st), 200u) << "too late for the snapshot to come before the sleep";
+  const auto snap = client.call_line(R"({"cmd":"snapshot","path":")" + file + R"(","resume":false})");
+  ASSERT_TRUE(snap.value("ok", false)) << snap.dump();
+  ::kill(child.pid, SIGKILL);
+  finish_minivmm(child);
+
+  RunResult r = run_minivmm({"run", "--restore", file, "--duration", "30"});
+  ::unlink(file.c_str());
+  EXPECT_EQ(r.exit_code, 1) << r.err;  // the guest's "done 500", not a reset's 0
+  EXPECT_TRUE(has(r.out, "s3: woke")) << r.out;
+  EXPECT_TRUE(has(r.out, "done 500")) << r.out;
+  EXPECT_TRUE(has(r.err, "woke from S3 (RTC alarm)")) << r.err;
 }
 
 }  // namespace

@@ -314,7 +314,7 @@ void Machine::enter_s3() {
 bool Machine::wake(devices::AcpiPm::WakeReason reason) {
   if (!asleep_) return false;
   rtc_wake_->cancel();
-  const std::uint64_t facs = inputs_->kernel.acpi_facs_addr;
+  const std::uint64_t facs = facs_addr();
   std::uint32_t vector = 0;
   const devices::GuestMemory mem = inputs_->ram.memory();
   if (facs != 0 && mem.contains(facs + 12, 4)) {

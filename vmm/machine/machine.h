@@ -161,7 +161,11 @@ class Machine {
   void load_records(const SnapshotFile& snap, std::int64_t vm_now);
   nlohmann::json reset();
   nlohmann::json mailbox(const nlohmann::json& request);
-  std::int64_t restored_vm_now_ = 0;  // the snapshot's vm_clock instant: where a reset goes
+  std::int64_t restored_vm_now_ = 0;
+  std::uint64_t restored_facs_addr_ = 0;  // a restored guest's FACS (the "firmware" section)
+  std::uint64_t facs_addr() const noexcept {
+    return restored_from_ ? restored_facs_addr_ : inputs_->kernel.acpi_facs_addr;
+  }  // the snapshot's vm_clock instant: where a reset goes
   std::uint64_t resets_ = 0;
   std::uint64_t reset_pages_dropped_ = 0;
   double last_reset_ms_ = -1;

@@ -116,6 +116,11 @@ std::vector<SnapshotSection> Machine::save_sections() const {
   StateWriter clock;
   clock.i64(loop_->vm_clock.now().count());
   s.push_back({"vm_clock", clock.data()});
+  // What the firmware knows and no device holds: where it put the FACS, whose waking vector an
+  // S3 wake of the restored guest jumps to.
+  StateWriter firmware;
+  firmware.u64(facs_addr());
+  s.push_back({"firmware", firmware.data()});
   s.push_back({"kvm", save_vm_state(vm_->vm.fd(), config_.pit == PitMode::kKvm,
                                     paused_kvmclock_)});
   for (const auto& v : vcpus_->all()) {
@@ -206,7 +211,7 @@ void Machine::restore_from(const SnapshotFile& snap) {
     const auto devices = stateful_devices();
     for (const SnapshotSection& s : snap.meta.sections) {
       const bool fixed = s.name == "config" || s.name == "cpuid" || s.name == "vm_clock" ||
-                         s.name == "kvm";
+                         s.name == "kvm" || s.name == "firmware";
       bool vcpu = false;
       for (const auto& v : vcpus_->all()) vcpu = vcpu || s.name == "vcpu" + std::to_string(v->index());
       bool device = false;
@@ -225,6 +230,17 @@ void Machine::restore_from(const SnapshotFile& snap) {
       throw VmmError(ExitCode::kUsage, "--mailbox: past the end of the guest's " +
                                            std::to_string(inputs_->ram.memory().bytes().size()) +
                                            " bytes of RAM");
+    }
+    // An older file has no firmware section: its guest's S3 wake finds no vector (a reset).
+    for (const SnapshotSection& s : snap.meta.sections) {
+      if (s.name != "firmware") continue;
+      StateReader fw(s.data, "firmware");
+      const std::uint64_t facs = fw.u64();
+      fw.expect_end();
+      if (facs != 0 && (facs % 64 != 0 || !inputs_->ram.memory().contains(facs, 64))) {
+        fw.fail("a FACS at " + std::to_string(facs) + ", not 64-byte aligned inside guest RAM");
+      }
+      restored_facs_addr_ = facs;
     }
     load_records(snap, vm_now);
     restored_vm_now_ = vm_now;
