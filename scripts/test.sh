@@ -197,13 +197,15 @@ fi
 # each), pause/resume in each mode, SMP through INIT/SIPI (4 vCPUs, 200 NMI rounds, across a
 # restore), virtio-blk's checksum round trip across a restore, the memory-sharing clones,
 # virtio-net through a TAP in a namespace, pvpanic, the bundled guests through `minivmm test`,
-# and kvm-unit-tests entries through `minivmm test` where the suite has been built.
+# the reset in place in each tick mode, ACPI S3 (a wake by command, by the RTC alarm, after a
+# restore), and kvm-unit-tests entries through `minivmm test` where the suite has been built.
 if [[ $kvm_stage == nested ]] && wanted nested && $release_built; then
   nested_set='^Modes/BootSnapshotTickTest|^PitTick/BootPauseTest'
   nested_set+='|^PitTick/BootTest.*_250hz'
   nested_set+='|^BootSnapshotTest\.(Smp|VirtioBlk|SixteenClones)'
   nested_set+='|^BootNetTest\.TapInANamespace|^BootFailureTest\.AGuestPanic|^testrun\.boot$'
-  nested_set+='|^kvm-unit-tests\.(smptest|vmexit_cpuid|ioapic)$'
+  nested_set+='|^Modes/BootSnapshotResetTest|^BootAcpiPmTest\.(S3|ARestored)'
+  nested_set+='|^kvm-unit-tests\.(smptest|vmexit_cpuid|ioapic|s3|vmexit_inl_pmtimer)$'
   run_stage "test(nested-kvm)" bash scripts/nested_kvm.sh -- ctest --test-dir "$PWD/build-release" \
     -j 2 "${ctest_common[@]}" -L kvm -R "$nested_set"
 fi
