@@ -22,39 +22,14 @@
 #include <vector>
 
 #include "run_minivmm.h"
+#include "testrun_support.h"
 
 namespace minivmm::testing {
 namespace {
 
-void spit(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-}
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/minivmm-attack-XXXXXX";
-    path_ = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { std::system(("rm -rf '" + path_ + "'").c_str()); }
-  const std::string& path() const { return path_; }
 
- private:
-  std::string path_;
-};
 
-std::string sh_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-bool xml_parses(const std::string& path) {
-  return std::system(("/usr/bin/python3 -c 'import sys, xml.etree.ElementTree as E; "
-                      "E.parse(sys.argv[1])' " + sh_quote(path))
-                         .c_str()) == 0;
-}
 
 // How many <testcase>s junitparser finds in `path` (-1 if it cannot read it).
 int junit_cases(const std::string& path) {
@@ -100,7 +75,7 @@ void make_suite(const std::string& dir, const std::string& cfg) {
 // each failing for its missing kernel, and a suite whose entries (SKIP: i386 only) are named
 // with what a cfg's brackets hold: '/', '..', blanks, '#', a carriage return, 5000 bytes.
 TEST(BadInputTestrunAttackTest, ThousandsOfHostilelyNamedTestsGiveWellFormedReports) {
-  TempDir t;
+  TempDir t("attack");
   std::string manifest = "[defaults]\nkernel = \"" + t.path() + "/missing\"\nexit = 1\n";
   const int kTests = 3000;
   for (int i = 0; i < kTests; ++i) {
@@ -151,7 +126,7 @@ const std::string kNever = "check = /nonexistent/minivmm=1\n\n[last]\nfile = k.f
 // that writes without end grew its memory without bound. Each is stopped (10 s, 1 MiB) with
 // what it started, said in a warning, and the run goes on.
 TEST(BadInputTestrunAttackTest, ACfgCommandThatNeverEndsOrNeverStopsWritingIsStopped) {
-  TempDir t;
+  TempDir t("attack");
   make_suite(t.path(),
              "[hangs]\nfile = k.flat\ndisabled_if = sleep 9876.5 & sleep 9876.5\n" + kNever);
   const auto start = std::chrono::steady_clock::now();
@@ -165,7 +140,7 @@ TEST(BadInputTestrunAttackTest, ACfgCommandThatNeverEndsOrNeverStopsWritingIsSto
 }
 
 TEST(BadInputTestrunAttackTest, ACfgCommandThatWritesWithoutEndIsCutAtAMebibyte) {
-  TempDir t;
+  TempDir t("attack");
   make_suite(t.path(), "[floods]\nfile = k.flat\ndisabled_if = yes\n" + kNever);
   const RunResult r = run_minivmm({"test", "--kvm-unit-tests", t.path()}, false, 60);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -175,7 +150,7 @@ TEST(BadInputTestrunAttackTest, ACfgCommandThatWritesWithoutEndIsCutAtAMebibyte)
 // Ctrl-C while a cfg command runs: the runner ends as SIGINT ends it, and takes the command
 // with it (it used to stay, in the runner's process group but not stopped by `timeout`).
 TEST(BadInputTestrunAttackTest, CtrlCWhileACfgCommandRunsLeavesNoProcess) {
-  TempDir t;
+  TempDir t("attack");
   make_suite(t.path(), "[hangs]\nfile = k.flat\ndisabled_if = sleep 9875.5\n" + kNever);
   Child c = start_minivmm({"test", "--kvm-unit-tests", t.path()}, false);
   for (int i = 0; i < 200 && processes_with("sleep 9875.5") == 0; ++i) {
@@ -236,7 +211,7 @@ std::string flooding_kernel() {
 // every such test until the end. Each quoted line is cut now; the whole log keeps it all.
 TEST(BootTestrunAttackTest, AGuestFloodingItsConsoleGetsItsTimeoutAndShortReports) {
   SKIP_WITHOUT_KVM();
-  TempDir t;
+  TempDir t("attack");
   spit(t.path() + "/flood.elf", flooding_kernel());
   std::string manifest = "[defaults]\nkernel = \"" + t.path() + "/flood.elf\"\nexit = 1\ntimeout = 3\n";
   manifest += "[[test]]\nname = \"flood0\"\n";
@@ -270,7 +245,7 @@ class BadInputTestrunManifestTest : public ::testing::TestWithParam<BadManifest>
 
 // Malformed manifests: exit 2 and one line naming the file, never a crash.
 TEST_P(BadInputTestrunManifestTest, ExitsTwoWithOneLine) {
-  TempDir t;
+  TempDir t("attack");
   const std::string path = t.path() + "/m.toml";
   spit(path, GetParam().text);
   const RunResult r = run_minivmm({"test", "--manifest", path}, false, 30);

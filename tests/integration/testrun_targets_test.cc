@@ -25,40 +25,14 @@
 #include <vector>
 
 #include "run_minivmm.h"
+#include "testrun_support.h"
 
 namespace minivmm::testing {
 namespace {
 
-void spit(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-}
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/minivmm-targets-XXXXXX";
-    path_ = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { std::system(("rm -rf '" + path_ + "'").c_str()); }
-  const std::string& path() const { return path_; }
 
- private:
-  std::string path_;
-};
 
-std::string sh_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-// Whether python's own XML parser reads `path` (JUnit well-formed).
-bool xml_parses(const std::string& path) {
-  return std::system(("/usr/bin/python3 -c 'import sys, xml.etree.ElementTree as E; "
-                      "E.parse(sys.argv[1])' " + sh_quote(path))
-                         .c_str()) == 0;
-}
 
 // check_tap.py on `path` with NAME=VERDICT expectations.
 int check_tap(const std::string& path, const std::vector<std::string>& expect = {}) {
@@ -127,7 +101,7 @@ class BadInputTestrunTargetTest
 TEST_P(BadInputTestrunTargetTest, IsWrittenInPlaceOrRefusedNeverReplaced) {
   const auto& [c, option] = GetParam();
   const bool junit = std::string(option) == "--junit";
-  TempDir t;
+  TempDir t("targets");
   make_skip_suite(t.path());
   const std::string target = t.path() + "/target";
   const std::string cfg = t.path() + "/x86/unittests.cfg", kernel = t.path() + "/x86/k.flat";
@@ -271,7 +245,7 @@ INSTANTIATE_TEST_SUITE_P(
 // results.tsv on a device node is written in place.
 TEST(BootTestrunTargetsTest, LogsFolderEntriesThatAreNotFilesFailTheirTestAndStayAsTheyWere) {
   SKIP_WITHOUT_KVM();
-  TempDir t;
+  TempDir t("targets");
   ::mkdir((t.path() + "/x86").c_str(), 0755);
   spit(t.path() + "/config.mak", "ARCH=x86_64\nTEST_DIR=x86\nERRATATXT=\n");
   // Each entry starts a child (its kernel is junk, so minivmm refuses it at once).

@@ -22,28 +22,12 @@
 #include <vector>
 
 #include "run_minivmm.h"
+#include "testrun_support.h"
 
 namespace minivmm::testing {
 namespace {
 
-void spit(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-}
 
-// A folder of its own per test, removed at the end.
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/minivmm-testrun-XXXXXX";
-    path_ = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { std::system(("rm -rf '" + path_ + "'").c_str()); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // The processes whose command line mentions `needle` (a test's logs folder is on every guest's).
 int processes_mentioning(const std::string& needle) {
