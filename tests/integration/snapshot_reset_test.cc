@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <ostream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -92,6 +93,9 @@ struct ResetCase {
   std::string name;
   std::vector<std::string> args;
 };
+
+// ctest and gtest name the case by its tick mode, not by its bytes.
+void PrintTo(const ResetCase& c, std::ostream* os) { *os << c.name; }
 
 class BootSnapshotResetTest : public ::testing::TestWithParam<ResetCase> {};
 
