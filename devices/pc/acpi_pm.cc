@@ -8,7 +8,6 @@ namespace {
 
 using timers::Nanos;
 
-constexpr std::uint64_t kFlipTicks = 1ull << 23;  // TMR_STS: bit 23 of the count changes
 constexpr std::uint64_t kNsPerSecond = 1'000'000'000;
 
 // The first vm_clock instant at which the count has reached `ticks` (whole periods of the
@@ -22,7 +21,7 @@ Nanos instant_of(std::uint64_t ticks) noexcept {
 }
 
 std::uint64_t next_flip_after(std::uint64_t ticks) noexcept {
-  return (ticks / kFlipTicks + 1) * kFlipTicks;
+  return (ticks / AcpiPm::kFlipTicks + 1) * AcpiPm::kFlipTicks;
 }
 
 }  // namespace

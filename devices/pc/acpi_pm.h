@@ -66,6 +66,8 @@ class AcpiPm final : public PortIoDevice, public ReportingDevice, public Statefu
   static constexpr std::uint16_t kPortCount = 12;
   static constexpr unsigned kSciGsi = 9;
   static constexpr std::uint64_t kTimerHz = 3'579'545;
+  // TMR_STS rises each time bit 23 of the 24-bit count changes: every 2^23 ticks.
+  static constexpr std::uint64_t kFlipTicks = 1ull << 23;
 
   // PM1_STS / PM1_EN bits (ACPI 6.5 tables 4.16, 4.17).
   static constexpr std::uint16_t kTmrSts = 1u << 0;

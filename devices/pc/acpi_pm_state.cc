@@ -9,7 +9,6 @@ namespace minivmm::devices {
 namespace {
 
 constexpr std::uint8_t kAcpiPmStateVersion = 1;
-constexpr std::uint64_t kFlipTicks = 1ull << 23;
 // The status bits the device ever sets.
 constexpr std::uint16_t kStsBits = AcpiPm::kTmrSts | AcpiPm::kRtcSts | AcpiPm::kWakSts;
 

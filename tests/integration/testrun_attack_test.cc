@@ -43,9 +43,6 @@ int junit_cases(const std::string& path) {
   return ::pclose(p) == 0 && got ? std::atoi(buf) : -1;
 }
 
-int check_tap(const std::string& path) {
-  return std::system(("/usr/bin/python3 " MINIVMM_TESTRUN_DIR "/check_tap.py " + sh_quote(path)).c_str());
-}
 
 // Processes whose command line holds `needle`, but this one.
 int processes_with(const std::string& needle) {
@@ -64,7 +61,8 @@ int processes_with(const std::string& needle) {
   return n;
 }
 
-void make_suite(const std::string& dir, const std::string& cfg) {
+// A kvm-unit-tests tree whose one kernel is no kernel: the attacks never get to boot it.
+void make_fake_suite(const std::string& dir, const std::string& cfg) {
   ::mkdir((dir + "/x86").c_str(), 0755);
   spit(dir + "/config.mak", "ARCH=x86_64\nTEST_DIR=x86\nERRATATXT=\n");
   spit(dir + "/x86/unittests.cfg", cfg);
@@ -87,7 +85,7 @@ TEST(BadInputTestrunAttackTest, ThousandsOfHostilelyNamedTestsGiveWellFormedRepo
                                            std::string(5000, 'n')};
   std::string cfg;
   for (const auto& n : cfg_names) cfg += "[" + n + "]\nfile = k.flat\narch = i386\n\n";
-  make_suite(t.path(), cfg);
+  make_fake_suite(t.path(), cfg);
   const std::string junit = t.path() + "/r.xml", tap = t.path() + "/r.tap", logs = t.path() + "/logs";
 
   const auto start = std::chrono::steady_clock::now();
@@ -127,7 +125,7 @@ const std::string kNever = "check = /nonexistent/minivmm=1\n\n[last]\nfile = k.f
 // what it started, said in a warning, and the run goes on.
 TEST(BadInputTestrunAttackTest, ACfgCommandThatNeverEndsOrNeverStopsWritingIsStopped) {
   TempDir t("attack");
-  make_suite(t.path(),
+  make_fake_suite(t.path(),
              "[hangs]\nfile = k.flat\ndisabled_if = sleep 9876.5 & sleep 9876.5\n" + kNever);
   const auto start = std::chrono::steady_clock::now();
   const RunResult r = run_minivmm({"test", "--kvm-unit-tests", t.path()}, false, 60);
@@ -141,7 +139,7 @@ TEST(BadInputTestrunAttackTest, ACfgCommandThatNeverEndsOrNeverStopsWritingIsSto
 
 TEST(BadInputTestrunAttackTest, ACfgCommandThatWritesWithoutEndIsCutAtAMebibyte) {
   TempDir t("attack");
-  make_suite(t.path(), "[floods]\nfile = k.flat\ndisabled_if = yes\n" + kNever);
+  make_fake_suite(t.path(), "[floods]\nfile = k.flat\ndisabled_if = yes\n" + kNever);
   const RunResult r = run_minivmm({"test", "--kvm-unit-tests", t.path()}, false, 60);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_TRUE(has(r.err, "'yes' wrote more than 1 MiB; stopped")) << r.err;
@@ -151,7 +149,7 @@ TEST(BadInputTestrunAttackTest, ACfgCommandThatWritesWithoutEndIsCutAtAMebibyte)
 // with it (it used to stay, in the runner's process group but not stopped by `timeout`).
 TEST(BadInputTestrunAttackTest, CtrlCWhileACfgCommandRunsLeavesNoProcess) {
   TempDir t("attack");
-  make_suite(t.path(), "[hangs]\nfile = k.flat\ndisabled_if = sleep 9875.5\n" + kNever);
+  make_fake_suite(t.path(), "[hangs]\nfile = k.flat\ndisabled_if = sleep 9875.5\n" + kNever);
   Child c = start_minivmm({"test", "--kvm-unit-tests", t.path()}, false);
   for (int i = 0; i < 200 && processes_with("sleep 9875.5") == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <vector>
 
 namespace minivmm::testing {
 
@@ -44,5 +45,15 @@ inline bool xml_parses(const std::string& path) {
                       "E.parse(sys.argv[1])' " + sh_quote(path))
                          .c_str()) == 0;
 }
+
+#ifdef MINIVMM_TESTRUN_DIR
+// tests/testrun/check_tap.py's verdict on the TAP report at `path` (0: well-formed, and each
+// of `expect` found), as a process status.
+inline int check_tap(const std::string& path, const std::vector<std::string>& expect = {}) {
+  std::string cmd = "/usr/bin/python3 " MINIVMM_TESTRUN_DIR "/check_tap.py " + sh_quote(path);
+  for (const auto& e : expect) cmd += " " + sh_quote(e);
+  return std::system(cmd.c_str());
+}
+#endif
 
 }  // namespace minivmm::testing

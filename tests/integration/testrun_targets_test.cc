@@ -35,11 +35,6 @@ namespace {
 
 
 // check_tap.py on `path` with NAME=VERDICT expectations.
-int check_tap(const std::string& path, const std::vector<std::string>& expect = {}) {
-  std::string cmd = "/usr/bin/python3 " MINIVMM_TESTRUN_DIR "/check_tap.py " + sh_quote(path);
-  for (const auto& e : expect) cmd += " " + sh_quote(e);
-  return std::system(cmd.c_str());
-}
 
 mode_t type_of(const std::string& path) {
   struct stat st {};
