@@ -21,14 +21,17 @@ For each size (default 64M and 1G) and each VMM in turn:
 Then the reset in place (issue 35), for each size and each amount of memory dirtied between
 resets (--dirty, default 0, 1M and 16M; the guest's `dirty=KIB` writes a byte of each page over
 that much memory at every tick, guest/README.md):
-  * reset, ROUNDS times, each after the guest took --ticks ticks (so its pages are written):
+  * reset, ROUNDS times, each after the guest took --ticks ticks; with dirty=, after --ticks of
+    its passes over the pages (one per tick), which it counts in a u64 at 0xfff000: minivmm keeps
+    that page across resets as its --mailbox and reads it with {"cmd":"mailbox"}, QEMU's HMP `xp`
+    reads it (loadvm sets it back; both wait for the count to grow by --ticks):
       - minivmm: `run --restore F --api-socket S`, then {"cmd":"reset"}: the reply's reset_ms
         and pages_dropped, and the client's round trip;
       - QEMU: a qcow2 disk (`-drive if=none`, so savevm has a place), HMP `savevm s0` once
         through QMP `human-monitor-command`, then `loadvm s0` timed per round.
-  * rounds per second: for --loop-seconds, {reset; wait until the guest has taken --ticks
-    ticks}: minivmm's stats `guest.ticks_injected`, QEMU's guest `tick_count` read with HMP
-    `xp` (its address from the guest's ELF).
+  * rounds per second: for --loop-seconds, {reset; wait as above}; without dirty=, ticks are
+    minivmm's stats `guest.ticks_injected` and QEMU's guest `tick_count` read with HMP `xp` (its
+    address from the guest's ELF).
 A QEMU run that fails is reported with why, and the rest goes on without it.
 
 The goal is a restore of at most 10 ms, flat in the guest's size: minivmm maps the memory from
@@ -58,6 +61,9 @@ import tempfile
 import time
 
 GUEST_CMDLINE = "timer=pit hz=250 ticks=0"
+# dirty=KIB counts its passes in a u64 here (guest/layout.h DIRTY_PASSES), in a page of its own:
+# minivmm keeps it across resets as its --mailbox, QEMU's HMP `xp` reads it.
+DIRTY_PASSES = 0xfff000
 
 
 def dirty_cmdline(kib):
@@ -205,7 +211,9 @@ def minivmm_reset(a, size, kib, work):
     """Boot with dirty=KIB, snapshot, restore with --api-socket, then time resets."""
     binary = os.path.join(a.build, "vmm", "minivmm")
     guest = os.path.join(a.build, "guest", "minivmm-guest.bin")
-    sock, snap, out = (os.path.join(work, n) for n in ("d.sock", "d.snap", "d.out"))
+    # Names of this dirty amount's own: a console file left by the one before would show its
+    # banner before this guest has one.
+    sock, snap, out = (os.path.join(work, f"d{kib}.{n}") for n in ("sock", "snap", "out"))
     with open(out, "wb") as o:
         p = subprocess.Popen([binary, "run", "--kernel", guest, "--cmdline", dirty_cmdline(kib),
                               "--memory", size, "--api-socket", sock, "--no-console-input",
@@ -219,9 +227,10 @@ def minivmm_reset(a, size, kib, work):
             raise RuntimeError(f"minivmm snapshot failed: {r}")
     finally:
         stop(p)
-    rsock, stats = os.path.join(work, "dr.sock"), os.path.join(work, "dr.json")
+    rsock, stats = os.path.join(work, f"d{kib}.r.sock"), os.path.join(work, f"d{kib}.r.json")
+    mailbox = ["--mailbox", f"{DIRTY_PASSES:#x},4096"] if kib else []
     p = subprocess.Popen([binary, "run", "--restore", snap, "--api-socket", rsock, "--stats", stats,
-                          "--no-console-input", "--quiet"],
+                          "--no-console-input", "--quiet"] + mailbox,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         c = LineSocket(wait_for(lambda: connect(rsock), 60, "the restored minivmm"))
@@ -233,15 +242,24 @@ def minivmm_reset(a, size, kib, work):
                 raise RuntimeError(f"restored minivmm: {r}")
             return r["stats"]["guest"]["ticks_injected"]
 
+        def passes():
+            c.send({"cmd": "mailbox", "offset": 0, "read": 8})
+            r = c.recv()
+            if not r.get("ok"):
+                raise RuntimeError(f"minivmm mailbox: {r}")
+            return int.from_bytes(bytes.fromhex(r["hex"]), "little")
+
+        # The guest's progress: with dirty=, its passes over the pages (each after a tick);
+        # without, the ticks it was given.
+        progress = passes if kib else ticks
+
         def wait_ticks(k):
-            start = ticks()
-            wait_for(lambda: ticks() >= start + k, 60, f"{k} guest ticks")
+            start = progress()
+            wait_for(lambda: progress() >= start + k, 60, f"{k} guest ticks")
 
         resets = []
         for _ in range(a.rounds):
-            # The guest writes its dirty= pages after each tick is taken: one tick more, so the
-            # last one's writes are done.
-            wait_ticks(a.ticks + 1)
+            wait_ticks(a.ticks)
             t0 = time.monotonic()
             c.send({"cmd": "reset"})
             r = c.recv()
@@ -343,7 +361,7 @@ def qemu_reset(a, size, kib, work):
     tick_addr = guest_symbol(a, "tick_count")
     if tick_addr is None:
         raise RuntimeError("no tick_count in the guest's ELF (needed to count QEMU's ticks)")
-    qmp, disk, out, err = (os.path.join(work, n) for n in ("l.qmp", "l.qcow2", "l.out", "l.err"))
+    qmp, disk, out, err = (os.path.join(work, f"l{kib}.{n}") for n in ("qmp", "qcow2", "out", "err"))
     subprocess.run([a.qemu_img, "create", "-q", "-f", "qcow2", disk, "64M"], check=True)
     cmd = qemu_cmd(a, size, qmp, ["-serial", f"file:{out}", "-drive",
                                   f"if=none,id=d0,format=qcow2,file={disk}"])
@@ -364,13 +382,16 @@ def qemu_reset(a, size, kib, work):
                 raise RuntimeError(f"QEMU {line}: {r['error']}")
             return r["return"]
 
-        def ticks():
+        def word(addr):
             # "0000000000103198: 0x00000000000001f4"
-            return int(hmp(f"xp /1gx {tick_addr:#x}").split(":")[1], 16)
+            return int(hmp(f"xp /1gx {addr:#x}").split(":")[1], 16)
+
+        # As minivmm's: dirty='s passes, else the guest's own tick count.
+        where = DIRTY_PASSES if kib else tick_addr
 
         def wait_ticks(k):
-            start = ticks()
-            wait_for(lambda: ticks() >= start + k, 60, f"{k} guest ticks in QEMU")
+            start = word(where)
+            wait_for(lambda: word(where) >= start + k, 60, f"{k} guest ticks in QEMU")
 
         t0 = time.monotonic()
         r = hmp("savevm s0")
@@ -379,7 +400,7 @@ def qemu_reset(a, size, kib, work):
             raise RuntimeError(f"QEMU savevm: {r.strip()}")
         loads = []
         for _ in range(a.rounds):
-            wait_ticks(a.ticks + 1)     # as minivmm's rounds
+            wait_ticks(a.ticks)
             t0 = time.monotonic()
             r = hmp("loadvm s0")
             loads.append((time.monotonic() - t0) * 1000)
@@ -429,6 +450,7 @@ set multiplot layout 2,2 title 'Snapshot, restore and reset of the bundled guest
 set style data histograms
 set style fill solid 0.8
 set datafile missing 'NaN'
+set key top left
 set ylabel 'ms'
 set logscale y
 set title 'restore: start to running'
@@ -460,7 +482,8 @@ def main():
     ap.add_argument("--dirty", default="0,1M,16M",
                     help="memory the guest dirties between resets (its dirty=KIB), a list")
     ap.add_argument("--ticks", type=int, default=2,
-                    help="guest ticks between resets (the short test of each round)")
+                    help="guest ticks (with dirty=: passes over its pages) between resets, the short "
+                    "test of each round")
     ap.add_argument("--loop-seconds", type=float, default=3.0,
                     help="how long the rounds-per-second loop runs, per size and dirty amount")
     ap.add_argument("--out", default="/tmp/bench-snapshot")
