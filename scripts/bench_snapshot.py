@@ -460,7 +460,7 @@ plot {bars(dat, 4)}
 set title 'reset to the snapshot (QEMU: loadvm), RAM/dirtied'
 set xtics rotate by -45
 plot {bars(rdat, 2)}
-set title 'rounds per second: reset + {{ticks}} ticks, RAM/dirtied'
+set title 'rounds per second: reset + {{ticks}} ticks (dirtied: passes), RAM/dirtied'
 set ylabel 'rounds/s'
 unset logscale y
 set yrange [0:*]
