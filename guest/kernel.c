@@ -31,6 +31,7 @@ struct config {
     int blk_again;                  /* blk=twice: the check again at tick N, before "done N" */
     int rtc_show;                   /* rtc=show: the CMOS time after the banner and at tick N */
     uint64_t fill_mib;              /* fill=N: N MiB from FILL_BASE written at boot, read at N */
+    uint64_t dirty_kib;             /* dirty=KIB: a byte per page over KIB KiB, every tick */
     int virtio_console;
     int pit_via_ioapic;             /* irq=ioapic: IRQ0 through the I/O APIC, PICs masked */
     uint64_t blk_request_sectors;   /* blkreq=N: sectors per read request of blk=check */
@@ -163,6 +164,10 @@ static void parse_cmdline(const char *p, struct config *cfg)
             if (!parse_number(v, FILL_MAX_MIB, &n) || n == 0)
                 reject(word, "fill must be a number of MiB in 1..512");
             cfg->fill_mib = n;
+        } else if ((v = after_key(word, "dirty="))) {
+            if (!parse_number(v, DIRTY_MAX_KIB, &n) || n < 4 || (n & 3) != 0)
+                reject(word, "dirty must be a number of KiB in 4..524288, a multiple of 4");
+            cfg->dirty_kib = n;
         } else if (word_is(word, "rtc=show")) {
             cfg->rtc_show = 1;
         } else if (word_is(word, "blk=twice")) {
@@ -222,6 +227,8 @@ static void check_config(const struct config *cfg)
         why = "timer=rtc needs hz a power of two in 2..8192";
     if (cfg->pit_via_ioapic && cfg->timer != TIMER_PIT)
         why = "irq=ioapic routes the PIT's IRQ0 only: it needs timer=pit";
+    if (cfg->dirty_kib && cfg->fill_mib)
+        why = "dirty= writes over fill='s region: give one of them";
     if (why) {
         puts("minivmm-guest: error: hz=");
         put_dec(cfg->hz);
@@ -319,6 +326,20 @@ static void fill_check(uint64_t mib)
     puts(" MiB\n");
 }
 
+/* dirty=KIB: one byte of each 4 KiB page over KIB KiB from DIRTY_BASE, written every tick, so a
+ * VMM that resets the guest to a snapshot has that many pages to drop each time (the benchmark of
+ * scripts/bench_snapshot.py). One store per page, not a fill: ~3 instructions per page. Then
+ * the pass is counted at DIRTY_PASSES, so the host can tell when the pages are written. */
+static void dirty_memory(uint64_t kib, uint64_t tick)
+{
+    volatile uint8_t *p = (volatile uint8_t *)DIRTY_BASE;
+    volatile uint8_t *end = p + (kib << 10);
+    for (; p < end; p += 4096)
+        *p = (uint8_t)tick;
+    /* Read from memory, not kept: a VMM's reset may have set it back or (a mailbox) not. */
+    *(volatile uint64_t *)DIRTY_PASSES += 1;
+}
+
 noreturn void kmain(const uint8_t *boot_params)
 {
     /* Designated: a field added to struct config must not shift the defaults of the others. */
@@ -390,14 +411,19 @@ noreturn void kmain(const uint8_t *boot_params)
         uint64_t goal = next_report;
         if (cfg.ticks && cfg.ticks < goal)
             goal = cfg.ticks;
-        uint64_t target = stamping ? seen + 1 : goal;
+        /* Stamping and dirty= wake for every tick. */
+        int per_tick = stamping || cfg.dirty_kib;
+        uint64_t target = per_tick ? seen + 1 : goal;
         if (cfg.net_echo)
             wait_for_tick_or_frame(target, cfg.busy);
         else
             wait_for_tick(target, cfg.busy);
-        if (stamping) {
+        if (per_tick) {
             uint64_t now = tick_count;
-            stamps_tick(now - seen);
+            if (stamping)
+                stamps_tick(now - seen);
+            if (cfg.dirty_kib)
+                dirty_memory(cfg.dirty_kib, now);
             seen = now;
             if (now < goal)
                 continue;

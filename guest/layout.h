@@ -10,6 +10,12 @@
 #define FILL_BASE           0x1000000  /* fill=N: from 16 MiB up (needs --memory >= 16 + N MiB) */
 #define FILL_MAX_MIB        512
 #define FILL_PATTERN        0x5a5aa5a5f00dcafeull
+/* dirty=KIB: the same region (so not with fill=), one byte per 4 KiB page written every tick. */
+#define DIRTY_BASE          FILL_BASE
+#define DIRTY_MAX_KIB       (512u * 1024)
+/* dirty=KIB: a u64 counting the passes done, in a page of its own just below the region, so a
+ * VMM can keep it across its resets (minivmm --mailbox 0xfff000,4096) and see each pass end. */
+#define DIRTY_PASSES        0xfff000
 /* boot.rst "64-bit boot protocol": the 64-bit entry is the load address + 0x200. */
 #define ENTRY64_OFFSET      0x200
 
