@@ -211,5 +211,68 @@ TEST(BootSnapshotResetTest, ABootedGuestHasNothingToResetTo) {
   EXPECT_EQ(res.exit_code, 0) << res.err;
 }
 
+// Hostile mailbox requests get an error reply each and the guest runs on; a mailbox past the
+// guest's RAM or without --restore is a usage error before anything runs.
+TEST(BootSnapshotResetTest, HostileMailboxRequestsAreRefusedAndTheGuestRunsOn) {
+  SKIP_WITHOUT_KVM();
+  const std::string sock = path_of("hostile.sock"), s0 = path_of("hostile-s0");
+  {
+    Child child = start_minivmm({"run", "--kernel", guest_image(), "--cmdline",
+                                 "timer=pit hz=250 ticks=0", "--api-socket", sock,
+                                 "--no-console-input", "--duration", "60"});
+    ControlClient client(sock);
+    ASSERT_TRUE(client.connected());
+    ASSERT_TRUE(ticks_on(client, 0, 10));
+    ASSERT_TRUE(snapshot(client, s0).value("ok", false));
+    ::kill(child.pid, SIGKILL);
+    finish_minivmm(child);
+  }
+  const RunResult past = run_minivmm({"run", "--restore", s0, "--mailbox", "0x4000000,4096",
+                                      "--duration", "1"});
+  EXPECT_EQ(past.exit_code, 2) << past.err;
+  EXPECT_NE(past.err.find("--mailbox"), std::string::npos) << past.err;
+  const RunResult booted = run_minivmm({"run", "--kernel", guest_image(), "--mailbox",
+                                        "0x200000,4096", "--duration", "1"});
+  EXPECT_EQ(booted.exit_code, 2) << booted.err;
+  for (const char* bad : {"4096", "0x200001,4096", "0x200000,0", "x,y"}) {
+    const RunResult r = run_minivmm({"run", "--restore", s0, "--mailbox", bad, "--duration", "1"});
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.err;
+  }
+
+  Child child = start_minivmm({"run", "--restore", s0, "--api-socket", sock, "--mailbox",
+                               "0x3c00000,8192", "--no-console-input", "--duration", "60"});
+  ControlClient client(sock);
+  ASSERT_TRUE(client.connected());
+  for (const char* req : {
+           R"({"cmd":"mailbox"})",
+           R"({"cmd":"mailbox","read":8,"write":"00"})",
+           R"({"cmd":"mailbox","read":8193})",
+           R"({"cmd":"mailbox","offset":8192,"read":1})",
+           R"({"cmd":"mailbox","offset":18446744073709551615,"read":2})",
+           R"({"cmd":"mailbox","offset":4096,"read":18446744073709551615})",
+           R"({"cmd":"mailbox","offset":-1,"read":1})",
+           R"({"cmd":"mailbox","read":1.5})",
+           R"({"cmd":"mailbox","read":"8"})",
+           R"({"cmd":"mailbox","write":"abc"})",
+           R"({"cmd":"mailbox","write":"zz"})",
+           R"({"cmd":"mailbox","write":42})",
+           R"({"cmd":"mailbox","offset":8191,"write":"0000"})",
+       }) {
+    const auto r = client.call_line(req);
+    ASSERT_FALSE(r.is_discarded()) << req;
+    EXPECT_FALSE(r.value("ok", true)) << req << " -> " << r.dump();
+  }
+  // The edges that are allowed: the last byte, and a read of nothing.
+  EXPECT_TRUE(client.call_line(R"({"cmd":"mailbox","offset":8191,"write":"7f"})").value("ok", false));
+  EXPECT_EQ(client.call_line(R"({"cmd":"mailbox","offset":8191,"read":1})").value("hex", ""), "7f");
+  EXPECT_EQ(client.call_line(R"({"cmd":"mailbox","offset":8192,"read":0})").value("hex", "x"), "");
+  const auto before = client.call("stats");
+  EXPECT_TRUE(ticks_on(client, ticks(before), 20)) << "the guest stopped";
+  EXPECT_TRUE(client.call("quit").value("ok", false));
+  const RunResult res = finish_minivmm(child, 30);
+  ::unlink(s0.c_str());
+  EXPECT_EQ(res.exit_code, 0) << res.err;
+}
+
 }  // namespace
 }  // namespace minivmm::testing
