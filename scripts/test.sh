@@ -204,7 +204,7 @@ if [[ $kvm_stage == nested ]] && wanted nested && $release_built; then
   nested_set+='|^PitTick/BootTest.*_250hz'
   nested_set+='|^BootSnapshotTest\.(Smp|VirtioBlk|SixteenClones)'
   nested_set+='|^BootNetTest\.TapInANamespace|^BootFailureTest\.AGuestPanic|^testrun\.boot$'
-  nested_set+='|^Modes/BootSnapshotResetTest|^BootAcpiPmTest\.(S3|ARestored)'
+  nested_set+='|^Modes/BootSnapshotResetTest|^BootSnapshotResetTest\.AVirtio|^BootAcpiPmTest\.(S3|ARestored)'
   nested_set+='|^kvm-unit-tests\.(smptest|vmexit_cpuid|ioapic|s3|vmexit_inl_pmtimer)$'
   run_stage "test(nested-kvm)" bash scripts/nested_kvm.sh -- ctest --test-dir "$PWD/build-release" \
     -j 2 "${ctest_common[@]}" -L kvm -R "$nested_set"

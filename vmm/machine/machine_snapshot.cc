@@ -278,6 +278,8 @@ nlohmann::json Machine::reset() {
                                     "ends): ") + e.what());
   }
   const auto t_loaded = std::chrono::steady_clock::now();
+  // The rate's base, as at the restore: the PIT's counts went back with its record.
+  if (const devices::I8254Pit* pit = board_->pit().pit()) ticks_at_start_ = pit->stats().ticks_injected;
   if (!was_paused) resume();
   const auto t_done = std::chrono::steady_clock::now();
   auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
