@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -254,6 +255,73 @@ TEST(BootSnapshotResetTest, AVirtioBlkGuestResetAsItRunsFinishesItsDiskCheck) {
   EXPECT_EQ((*res.stats)["guest"]["ticks_lost"].get<std::uint64_t>(), 0u);
   // The rate is the last run's since its reset, not the resets' sum over a clock gone back.
   EXPECT_LT((*res.stats)["guest"]["hz_measured"].get<double>(), 300.0);
+}
+
+// `minivmm test` runs rounds of one test from one booted state: a manifest test with `restore`
+// and `resets = 3` is one `minivmm run --restore S --reset-on-exit 3`, in every tick mode. Each
+// round is the guest's last 200-odd ticks from the snapshot to its "done 250" exit, then a
+// reset; the fourth exit ends the run. The logs' run report has every round's status and the
+// console every round's lines.
+TEST(BootSnapshotResetTest, AManifestTestRunsRoundsFromItsSnapshotInEveryTickMode) {
+  SKIP_WITHOUT_KVM();
+  const std::string dir = path_of("rounds");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  std::string manifest;
+  for (const ResetCase& tc : {ResetCase{"kernel", {"--pit-tick", "kernel"}},
+                              ResetCase{"vcpu", {"--pit-tick", "vcpu"}},
+                              ResetCase{"loop", {"--pit-tick", "loop"}},
+                              ResetCase{"kvm_pit", {"--pit", "kvm"}}}) {
+    const std::string sock = dir + "/" + tc.name + ".sock", snap = dir + "/" + tc.name + ".snap";
+    std::vector<std::string> boot = {"run", "--kernel", guest_image(), "--cmdline",
+                                     "timer=pit hz=250 ticks=250", "--api-socket", sock,
+                                     "--no-console-input"};
+    boot.insert(boot.end(), tc.args.begin(), tc.args.end());
+    Child child = start_minivmm(boot);
+    ControlClient client(sock);
+    ASSERT_TRUE(client.connected());
+    ASSERT_TRUE(wait_for_console(child, "minivmm-guest:", 30)) << slurp(child.err_path);
+    ASSERT_TRUE(snapshot(client, snap).value("ok", false)) << tc.name;
+    ::kill(child.pid, SIGKILL);
+    finish_minivmm(child);
+    manifest += "[[test]]\nname = \"rounds-" + tc.name + "\"\nrestore = \"" + snap +
+                "\"\nresets = 3\nexit = 1\nconsole = [\"done 250\"]\ntimeout = 60\n\n";
+  }
+  const std::string toml = dir + "/rounds.toml", logs = dir + "/logs";
+  {
+    std::ofstream out(toml);
+    out << manifest;
+  }
+  const RunResult r = run_minivmm({"test", "--manifest", toml, "--logs", logs, "-j", "2"}, false);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(has(r.out, "4 passed, 0 failed, 0 skipped")) << r.out;
+  for (const char* mode : {"kernel", "vcpu", "loop", "kvm_pit"}) {
+    const std::string base = logs + "/rounds-" + mode;
+    const std::string console = slurp(base + ".log");
+    std::size_t rounds = 0;
+    for (auto at = console.find("done 250"); at != std::string::npos;
+         at = console.find("done 250", at + 1)) {
+      ++rounds;
+    }
+    EXPECT_EQ(rounds, 4u) << mode << ":\n" << console;
+    const auto report = nlohmann::json::parse(slurp(base + ".json"), nullptr, false);
+    ASSERT_FALSE(report.is_discarded()) << mode;
+    EXPECT_EQ(report["snapshot"]["round_statuses"], nlohmann::json({1, 1, 1, 1})) << mode;
+    EXPECT_EQ(report["snapshot"]["resets"].get<std::uint64_t>(), 3u) << mode;
+  }
+  // A test both booted and restored, or rounds of a booted one: the manifest is refused.
+  for (const std::string& bad :
+       {std::string("[[test]]\nname = \"x\"\nkernel = \"k\"\nrestore = \"s\"\nexit = 1\n"),
+        std::string("[[test]]\nname = \"x\"\nkernel = \"k\"\nresets = 2\nexit = 1\n"),
+        std::string("[[test]]\nname = \"x\"\nrestore = \"s\"\ncmdline = \"a\"\nexit = 1\n"),
+        std::string("[[test]]\nname = \"x\"\nrestore = \"s\"\nresets = 0\nexit = 1\n")}) {
+    {
+      std::ofstream out(toml);
+      out << bad;
+    }
+    const RunResult b = run_minivmm({"test", "--manifest", toml}, false);
+    EXPECT_EQ(b.exit_code, 2) << bad << b.err;
+  }
+  std::system(("rm -rf " + dir).c_str());
 }
 
 // Hostile mailbox requests get an error reply each and the guest runs on; a mailbox past the

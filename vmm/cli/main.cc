@@ -111,6 +111,10 @@ int main(int argc, char** argv) {
                   "with --restore: GPA,SIZE (page-aligned, bytes or hex) of guest memory that "
                   "{\"cmd\":\"reset\"} leaves alone and {\"cmd\":\"mailbox\"} reads and writes "
                   "(docs/snapshot.md)");
+  run->add_option("--reset-on-exit", c.reset_rounds,
+                  "with --restore: the guest's first N exits (debug-exit, reset, power-off, "
+                  "panic) reset it to the snapshot instead of ending the run (docs/snapshot.md)")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1'000'000}));
   run->add_option("--initrd", c.initrd_path, "initial ramdisk");
   run->add_option("--cmdline", c.cmdline, "kernel command line");
   run->add_option("--memory", memory, "guest RAM, e.g. 64M, 1G (max 3G)")->capture_default_str();
@@ -243,6 +247,10 @@ int main(int argc, char** argv) {
     }
   } else if (!restore_drives.empty()) {
     std::fprintf(stderr, "minivmm: error: --restore-drive is for --restore\n");
+    return to_int(ExitCode::kUsage);
+  } else if (c.reset_rounds > 0) {
+    std::fprintf(stderr, "minivmm: error: --reset-on-exit is for --restore (a reset goes back "
+                         "to the snapshot it was restored from)\n");
     return to_int(ExitCode::kUsage);
   } else if (!mailbox.empty()) {
     std::fprintf(stderr, "minivmm: error: --mailbox is for --restore (a reset goes back to "

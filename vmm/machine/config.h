@@ -52,6 +52,10 @@ struct Config {
   // that {"cmd":"mailbox"} reads and writes: a harness passes the next input through them.
   std::uint64_t mailbox_gpa = 0;
   std::uint64_t mailbox_bytes = 0;
+  // --reset-on-exit N (with --restore): the guest's first N ends of its run (isa-debug-exit, an
+  // i8042 reset, an S5 power-off, a pvpanic) each reset it to its snapshot instead of ending
+  // the run; the one after ends it. Rounds of one test from one booted state.
+  std::uint64_t reset_rounds = 0;
   // How PIT ticks reach KVM; nullopt: the measured best for the thread that delivers them
   // (loop: an irqfd write; vCPU: KVM_IRQ_LINE, which injects at once instead of through a
   // kernel worker the halted vCPU would have to block for).

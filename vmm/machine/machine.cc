@@ -179,7 +179,7 @@ void Machine::open_vm() {
 void Machine::build_board() {
   board_ = std::make_unique<PcBoard>(
       config_, *loop_, *vm_, inputs_->kernel,
-      [this](int status, const std::string& why) { request_stop_status(status, why); },
+      [this](int status, const std::string& why) { guest_ended(status, why); },
       [this] { request_suspend(); });
   rtc_wake_ = std::make_unique<timers::Timer>(
       loop_->loop_rt_timers, "s3-rtc-wake",
@@ -256,6 +256,33 @@ void Machine::on_signal(int signo) {
 
 void Machine::request_stop(ExitCode code, const std::string& why) {
   request_stop_status(to_int(code), why);
+}
+
+void Machine::guest_ended(int status, const std::string& why) {
+  // On the thread of the device the guest wrote (a vCPU's): the reset is the loop's to make.
+  {
+    std::lock_guard lock(rounds_mu_);
+    if (reset_pending_) return;  // the same round ending again before its reset ran
+    round_statuses_.push_back(status);
+    if (resets_on_exit_ < config_.reset_rounds && restored_from_) {
+      ++resets_on_exit_;
+      reset_pending_ = true;
+      log::debug("round {} ended ({}): reset to the snapshot", round_statuses_.size(), why);
+      loop_->loop->schedule([this] { reset_after_round(); });
+      return;
+    }
+  }
+  request_stop_status(status, why);
+}
+
+void Machine::reset_after_round() {
+  try {
+    reset();
+  } catch (const std::exception& e) {
+    request_stop(ExitCode::kHostFailure, std::string("--reset-on-exit: ") + e.what());
+  }
+  std::lock_guard lock(rounds_mu_);
+  reset_pending_ = false;
 }
 
 void Machine::request_stop_status(int status, const std::string& why) {

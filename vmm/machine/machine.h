@@ -17,6 +17,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -156,6 +157,7 @@ class Machine {
   template <typename Step>
   void timed_step(const char* name, Step&& s);
   nlohmann::json restore_phases_json() const;
+  nlohmann::json rounds_json() const;
   // Snapshots (machine_snapshot.cc): every record of a snapshot loaded into this machine, the
   // restore's and the reset's common part; the reset in place; the mailbox's reads and writes.
   void load_records(const SnapshotFile& snap, std::int64_t vm_now);
@@ -169,6 +171,14 @@ class Machine {
   std::uint64_t resets_ = 0;
   std::uint64_t reset_pages_dropped_ = 0;
   double last_reset_ms_ = -1;
+  // --reset-on-exit: each round's status (the guest's end: debug-exit's status, ...), how many
+  // resets it made, and whether one is on its way to the loop.
+  void guest_ended(int status, const std::string& why);
+  void reset_after_round();
+  mutable std::mutex rounds_mu_;
+  std::vector<int> round_statuses_;
+  std::uint64_t resets_on_exit_ = 0;
+  bool reset_pending_ = false;
   // Last: its thread calls request_stop(), which reaches the vCPUs and the loop.
   std::unique_ptr<StopSignals> stop_signals_;
 };

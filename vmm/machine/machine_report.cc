@@ -155,6 +155,12 @@ nlohmann::json Machine::restore_phases_json() const {
   return phases;
 }
 
+// --reset-on-exit's rounds, each the status the guest ended it with (empty without it).
+nlohmann::json Machine::rounds_json() const {
+  std::lock_guard lock(rounds_mu_);
+  return config_.reset_rounds > 0 ? nlohmann::json(round_statuses_) : nlohmann::json::array();
+}
+
 RunReport Machine::collect_report() const {
   RunReport r;
   r.kernel = config_.kernel_path;
@@ -188,6 +194,7 @@ RunReport Machine::collect_report() const {
                 {"resets", resets_},
                 {"last_reset_ms", opt_ms(last_reset_ms_)},
                 {"reset_pages_dropped", reset_pages_dropped_},
+                {"round_statuses", rounds_json()},
                 {"taken", snapshots_taken_},
                 {"last_write_ms", opt_ms(last_snapshot_ms_)},
                 // The files the drives opened (resolved): after a restore, which file each of

@@ -28,6 +28,7 @@ SeccompFacts seccomp_facts(const Config& c, int vm_fd) {
   f.poll_epoll = c.poller != PollerKind::kPpoll;
   f.poll_timerfd = c.poller == PollerKind::kTimerfdEpoll || c.poller == PollerKind::kAuto;
   f.control_socket = !c.api_socket.empty();
+  f.reset_on_exit = c.reset_rounds > 0;
   for (const NetSpec& n : c.nets) {
     (n.kind == NetSpec::Kind::kUser ? f.net_user : f.net_tap) = true;
   }

@@ -18,7 +18,7 @@ namespace {
 // The keys a test (or [defaults]) may have.
 const std::set<std::string, std::less<>> kTestKeys = {
     "name",    "kernel", "initrd", "cmdline", "cpus",    "memory",     "args",
-    "timeout", "exit",   "console", "not_console", "groups"};
+    "timeout", "exit",   "console", "not_console", "groups", "restore", "resets"};
 
 constexpr double kDefaultTimeoutS = 60;
 
@@ -158,22 +158,50 @@ class Reader {
       fail(name->source(), "a test's name is not empty and has no blanks or '/': '" + tc.name + "'");
     }
 
-    const toml::node* kernel = pick(t, d, "kernel");
-    if (!kernel) fail(t.source(), "test '" + tc.name + "' has no 'kernel'");
-    tc.kernel = path_of(*kernel, "kernel");
-    // --quiet: minivmm's stderr then holds only what went wrong, which a failure quotes (the
-    // run's summary is in the logs' run report).
-    tc.run_args = {"--kernel", tc.kernel, "--no-console-input", "--quiet"};
-    if (const toml::node* n = pick(t, d, "initrd")) {
+    // A test starts from a snapshot (`restore`) or boots a kernel. A restore in the test or its
+    // defaults wins over a default kernel; a test naming both is an error.
+    const toml::node* restore = pick(t, d, "restore");
+    if (restore && t.get("kernel")) {
+      fail(t.get("kernel")->source(), "test '" + tc.name + "' has both 'kernel' and 'restore'");
+    }
+    if (restore) {
+      for (const char* booted : {"initrd", "cmdline", "cpus", "memory"}) {
+        if (const toml::node* n = t.get(booted)) {
+          fail(n->source(), std::string("'") + booted + "': a restored guest is not booted (the "
+                            "snapshot says what it has); test '" + tc.name + "'");
+        }
+      }
+      // The snapshot is the test's input file: checked when it starts, never a report target.
+      tc.kernel = path_of(*restore, "restore");
+      tc.run_args = {"--restore", tc.kernel, "--no-console-input", "--quiet"};
+      if (const toml::node* n = pick(t, d, "resets")) {
+        // --reset-on-exit: the test runs resets + 1 rounds from its snapshot in one process;
+        // each round's status is in the run report (snapshot.round_statuses), the last one's is
+        // the verdict's, and the console holds every round's lines.
+        const auto rounds = integer_of(*n, "resets", 1, 1'000'000);
+        tc.run_args.insert(tc.run_args.end(), {"--reset-on-exit", std::to_string(rounds)});
+      }
+    } else {
+      if (const toml::node* n = t.get("resets")) {
+        fail(n->source(), "'resets' is for a test that starts from a snapshot ('restore')");
+      }
+      const toml::node* kernel = pick(t, d, "kernel");
+      if (!kernel) fail(t.source(), "test '" + tc.name + "' has no 'kernel' (or 'restore')");
+      tc.kernel = path_of(*kernel, "kernel");
+      // --quiet: minivmm's stderr then holds only what went wrong, which a failure quotes (the
+      // run's summary is in the logs' run report).
+      tc.run_args = {"--kernel", tc.kernel, "--no-console-input", "--quiet"};
+    }
+    if (const toml::node* n = restore ? nullptr : pick(t, d, "initrd")) {
       tc.run_args.insert(tc.run_args.end(), {"--initrd", path_of(*n, "initrd")});
     }
-    if (const toml::node* n = pick(t, d, "cmdline")) {
+    if (const toml::node* n = restore ? nullptr : pick(t, d, "cmdline")) {
       tc.run_args.insert(tc.run_args.end(), {"--cmdline", expand(*n, string_of(*n, "cmdline"))});
     }
-    if (const toml::node* n = pick(t, d, "cpus")) {
+    if (const toml::node* n = restore ? nullptr : pick(t, d, "cpus")) {
       tc.run_args.insert(tc.run_args.end(), {"--cpus", std::to_string(integer_of(*n, "cpus", 1, 16))});
     }
-    if (const toml::node* n = pick(t, d, "memory")) {
+    if (const toml::node* n = restore ? nullptr : pick(t, d, "memory")) {
       // "64M", "1G" as `minivmm run --memory` takes them, or a number of MiB.
       const std::string m = n->is_integer() ? std::to_string(integer_of(*n, "memory", 1, 3072)) + "M"
                                             : string_of(*n, "memory");

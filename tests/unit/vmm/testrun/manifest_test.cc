@@ -28,6 +28,30 @@ std::string error_of(const std::string& text) {
   return "";
 }
 
+// A test that starts from a snapshot: `minivmm run --restore S`, with `resets` rounds through
+// --reset-on-exit; a default kernel does not apply to it, while the defaults' other keys do.
+TEST(ManifestTest, ARestoredTestRunsItsSnapshotInRounds) {
+  const auto tests = parse(R"(
+[defaults]
+kernel = "/k.bin"
+args = ["--pit-tick", "loop"]
+[[test]]
+name = "rounds"
+restore = "snaps/s0"
+resets = 3
+exit = 1
+[[test]]
+name = "booted"
+exit = 1
+)");
+  ASSERT_EQ(tests.size(), 2u);
+  EXPECT_EQ(tests[0].kernel, "/m/snaps/s0") << "the snapshot is the input a test start checks";
+  EXPECT_EQ(tests[0].run_args,
+            (std::vector<std::string>{"--restore", "/m/snaps/s0", "--no-console-input", "--quiet",
+                                      "--reset-on-exit", "3", "--pit-tick", "loop"}));
+  EXPECT_EQ(tests[1].run_args[0], "--kernel");
+}
+
 TEST(ManifestTest, ATestWithEveryKey) {
   const auto tests = parse(R"(
 [[test]]
@@ -136,7 +160,16 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"[[test]]\nkernel = \"/k\"\nexit = 1\n", "/m/boot.toml:1: a test without a 'name'"},
         Bad{"[[test]]\nname = \"a b\"\nkernel = \"/k\"\nexit = 1\n",
             "/m/boot.toml:2: a test's name is not empty and has no blanks or '/': 'a b'"},
-        Bad{"[[test]]\nname = \"a\"\nexit = 1\n", "/m/boot.toml:1: test 'a' has no 'kernel'"},
+        Bad{"[[test]]\nname = \"a\"\nexit = 1\n", "/m/boot.toml:1: test 'a' has no 'kernel' (or 'restore')"},
+        Bad{"[[test]]\nname = \"a\"\nkernel = \"/k\"\nrestore = \"/s\"\nexit = 1\n",
+            "/m/boot.toml:3: test 'a' has both 'kernel' and 'restore'"},
+        Bad{"[[test]]\nname = \"a\"\nkernel = \"/k\"\nresets = 2\nexit = 1\n",
+            "/m/boot.toml:4: 'resets' is for a test that starts from a snapshot ('restore')"},
+        Bad{"[[test]]\nname = \"a\"\nrestore = \"/s\"\ncmdline = \"x\"\nexit = 1\n",
+            "/m/boot.toml:4: 'cmdline': a restored guest is not booted (the snapshot says what it "
+            "has); test 'a'"},
+        Bad{"[[test]]\nname = \"a\"\nrestore = \"/s\"\nresets = 0\nexit = 1\n",
+            "/m/boot.toml:4: 'resets' must be from 1 to 1000000, not 0"},
         Bad{"[[test]]\nname = \"a\"\nkernel = \"/k\"\n",
             "/m/boot.toml:1: test 'a' asserts nothing: give it the 'exit' status that passes"},
         Bad{"[[test]]\nname = \"a\"\nkernel = \"/k\"\nexit = 1\ntimeout = -1\n",
