@@ -70,7 +70,7 @@ std::uint64_t pages_differing(const std::vector<std::uint8_t>& a, const std::vec
 // The guest's progress: its ticks where minivmm's PIT counts them; with KVM's PIT (--pit kvm),
 // which counts them where minivmm cannot see, vm_clock in 4 ms steps (a 250 Hz period), and the
 // memory the guest wrote (the test's control below) is what shows it ran.
-std::uint64_t ticks(const nlohmann::json& stats) {
+std::uint64_t reset_test_ticks(const nlohmann::json& stats) {
   const auto& t = stats["stats"]["guest"]["ticks_injected"];
   if (t.is_number()) return t.get<std::uint64_t>();
   return static_cast<std::uint64_t>(stats["stats"]["time"]["vm_s"].get<double>() * 250);
@@ -81,7 +81,7 @@ bool ticks_on(ControlClient& client, std::uint64_t from, std::uint64_t n) {
   for (int i = 0; i < 600; ++i) {
     const auto s = client.call("stats");
     if (s.is_discarded()) return false;
-    if (ticks(s) >= from + n) return true;
+    if (reset_test_ticks(s) >= from + n) return true;
     std::this_thread::sleep_for(20ms);
   }
   return false;
@@ -116,7 +116,7 @@ TEST_P(BootSnapshotResetTest, AResetGuestIsItsSnapshotAgainAndTicksOn) {
     ASSERT_TRUE(client.connected());
     const auto first = client.call("stats");
     ASSERT_FALSE(first.is_discarded());
-    ASSERT_TRUE(ticks_on(client, ticks(first), 50));
+    ASSERT_TRUE(ticks_on(client, reset_test_ticks(first), 50));
     ASSERT_TRUE(snapshot(client, s0).value("ok", false));
     ::kill(child.pid, SIGKILL);
     finish_minivmm(child);
@@ -134,7 +134,7 @@ TEST_P(BootSnapshotResetTest, AResetGuestIsItsSnapshotAgainAndTicksOn) {
   ASSERT_TRUE(client.connected());
   const auto start = client.call("stats");
   ASSERT_FALSE(start.is_discarded());
-  ASSERT_TRUE(ticks_on(client, ticks(start), 50)) << "the restored guest does not tick";
+  ASSERT_TRUE(ticks_on(client, reset_test_ticks(start), 50)) << "the restored guest does not tick";
   const auto wrote = client.call_line(std::string(R"({"cmd":"mailbox","offset":16,"write":")") +
                                       kMarker + "\"}");
   ASSERT_TRUE(wrote.value("ok", false)) << wrote.dump();
@@ -163,13 +163,13 @@ TEST_P(BootSnapshotResetTest, AResetGuestIsItsSnapshotAgainAndTicksOn) {
   // Running again from the snapshot; then a reset of a running guest, which runs on.
   ASSERT_TRUE(client.call("resume").value("ok", false));
   const auto resumed = client.call("stats");
-  ASSERT_TRUE(ticks_on(client, ticks(resumed), 50)) << "no tick after the reset";
+  ASSERT_TRUE(ticks_on(client, reset_test_ticks(resumed), 50)) << "no tick after the reset";
   const auto running = client.call("reset");
   ASSERT_TRUE(running.value("ok", false)) << running.dump();
   EXPECT_EQ(running["state"], "running");
   const auto again = client.call("stats");
   EXPECT_FALSE(again["stats"]["time"]["paused"].get<bool>());
-  EXPECT_TRUE(ticks_on(client, ticks(again), 50)) << "no tick after a running reset";
+  EXPECT_TRUE(ticks_on(client, reset_test_ticks(again), 50)) << "no tick after a running reset";
 
   EXPECT_TRUE(client.call("quit").value("ok", false));
   const RunResult r = finish_minivmm(child, 30);
@@ -240,7 +240,7 @@ TEST(BootSnapshotResetTest, AVirtioBlkGuestResetAsItRunsFinishesItsDiskCheck) {
   ASSERT_TRUE(client.connected());
   for (int i = 0; i < 3; ++i) {
     const auto before = client.call("stats");
-    ASSERT_TRUE(ticks_on(client, ticks(before), 40));
+    ASSERT_TRUE(ticks_on(client, reset_test_ticks(before), 40));
     const auto r = client.call("reset");
     ASSERT_TRUE(r.value("ok", false)) << r.dump();
     EXPECT_EQ(r["state"], "running");
@@ -380,7 +380,7 @@ TEST(BootSnapshotResetTest, HostileMailboxRequestsAreRefusedAndTheGuestRunsOn) {
   EXPECT_EQ(client.call_line(R"({"cmd":"mailbox","offset":8191,"read":1})").value("hex", ""), "7f");
   EXPECT_EQ(client.call_line(R"({"cmd":"mailbox","offset":8192,"read":0})").value("hex", "x"), "");
   const auto before = client.call("stats");
-  EXPECT_TRUE(ticks_on(client, ticks(before), 20)) << "the guest stopped";
+  EXPECT_TRUE(ticks_on(client, reset_test_ticks(before), 20)) << "the guest stopped";
   EXPECT_TRUE(client.call("quit").value("ok", false));
   const RunResult res = finish_minivmm(child, 30);
   ::unlink(s0.c_str());
