@@ -42,6 +42,12 @@ class KvmIrqLine final : public devices::IrqLine {
   // counts acknowledgements on the same eventfd again. Two KVM_IRQFD ioctls.
   bool release_held_level() noexcept override;
 
+ private:
+  // Whether every pulse must go through the irqfd (a resampler holds the line: kvm_irq_line.cc).
+  bool one_source() const noexcept;
+
+ public:
+
   IrqInject inject() const noexcept { return inject_; }
   std::uint32_t gsi() const noexcept { return gsi_; }
 
