@@ -74,11 +74,13 @@ void KvmIrqLine::pulse() noexcept {
 // KVM_IRQ_LINE pulse holds the line up (the ioctl source) between its two ioctls, and a resampler
 // raise that lands then (the irqfd worker, the other source) makes no edge; the guest's EOI of the
 // ioctl's interrupt may already have come, so nothing lowers the resampler's level again, and
-// every later edge of either kind merges into it: IRQ0 stuck for good. Seen in loop and vCPU
-// tick modes under load (on-time ticks by irqfd, owed ones by ioctl; CI: a guest without a tick
-// for 4.3 s, 70 ticks lost). One source, one level: the catch-up waits in the worker queue too.
+// every later edge of either kind merges into it: IRQ0 stuck for good. Seen in loop tick mode
+// under load (on-time ticks by irqfd, owed ones by ioctl; CI: a guest without a tick for 4.3 s,
+// 70 ticks lost). One source, one level: the catch-up waits in the worker queue too.
+// Only where nothing else raises the GSI from the ioctl's source: a host-kernel pulse train's
+// plain irqfds are that source too, and there the ioctl is what keeps the line one source.
 bool KvmIrqLine::one_source() const noexcept {
-  return resamplefd_.valid() && inject_ == IrqInject::kIrqfd;
+  return pulses_through_irqfd_only_ && resamplefd_.valid() && inject_ == IrqInject::kIrqfd;
 }
 
 void KvmIrqLine::pulse_now() noexcept {

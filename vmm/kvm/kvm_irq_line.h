@@ -41,6 +41,9 @@ class KvmIrqLine final : public devices::IrqLine {
   // Re-binds the resampling irqfd: the unbind drops the level its resampler held, the bind
   // counts acknowledgements on the same eventfd again. Two KVM_IRQFD ioctls.
   bool release_held_level() noexcept override;
+  // pulse_now() and pulse_checked() through the irqfd as well (kvm_irq_line.cc says why): for
+  // a line whose every edge is this object's, as the PIT's without a pulse train.
+  void pulse_through_irqfd_only() noexcept { pulses_through_irqfd_only_ = true; }
 
  private:
   // Whether every pulse must go through the irqfd (a resampler holds the line: kvm_irq_line.cc).
@@ -57,6 +60,7 @@ class KvmIrqLine final : public devices::IrqLine {
   const IrqInject inject_;
   UniqueFd irqfd_;
   UniqueFd resamplefd_;      // valid with track_acks
+  bool pulses_through_irqfd_only_ = false;
   std::uint64_t acks_ = 0;   // read from resamplefd_ so far; callers serialize (the PIT's lock)
 };
 

@@ -41,6 +41,9 @@ void PitAssembly::build_user_pit(const Wiring& w) {
     binding.failed = w.on_failure;
     train_ = std::make_unique<HostKernelPulseTrain>(w.loop.loop_vm_timers, std::move(binding));
   }
+  // Without a train every edge of IRQ0 is this line's: one source then, the irqfd's, or an
+  // ioctl pulse beside a resampler raise could leave the line stuck high (kvm_irq_line.cc).
+  if (!train_) irq0_->pulse_through_irqfd_only();
   pit_ = std::make_unique<devices::I8254Pit>(*pit_timers, *irq0_, c.lost_ticks, train_.get());
   speaker_ = std::make_unique<devices::I8254SpeakerPort>(*pit_);
   if (w.bios_timer) {
