@@ -216,6 +216,7 @@ void Machine::build_vcpus() {
   if (timers::ThreadTimers* t = board_->pit().vcpu_dynticks()) vcpus_->host_pit_timers(*t);
   if (restored_from_) {
     vm_->facts.restored = true;
+    vm_->facts.pagemap_fd = inputs_->ram.pagemap_fd();
     for (const auto& v : vcpus_->all()) v->host_fault_check([this] { return restored_memory_gone(); });
   }
   for (const auto& v : vcpus_->all()) {
