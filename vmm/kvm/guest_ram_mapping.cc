@@ -89,7 +89,7 @@ std::uint64_t GuestRamMapping::resident_bytes() const noexcept {
 
 namespace {
 
-constexpr std::uint64_t kPage = 4096;
+constexpr std::uint64_t kRamPage = 4096;
 
 // PAGEMAP_SCAN (Linux 6.7, include/uapi/linux/fs.h): Debian 12's headers predate it, so its ABI
 // is spelled out here. A region matches when ((categories ^ inverted) & mask) == mask and, with
@@ -118,13 +118,13 @@ void GuestRamMapping::drop_range(std::uint64_t first_page, std::uint64_t pages,
     if (::madvise(reinterpret_cast<void*>(base + from), to - from, MADV_DONTNEED) != 0) {
       throw std::system_error(errno, std::generic_category(), "madvise(MADV_DONTNEED)");
     }
-    st.pages_dropped += (to - from) / kPage;
+    st.pages_dropped += (to - from) / kRamPage;
     ++st.ranges;
   };
-  const std::uint64_t begin = first_page * kPage, end = begin + pages * kPage;
+  const std::uint64_t begin = first_page * kRamPage, end = begin + pages * kRamPage;
   // The mailbox's pages stay: a page that overlaps it at all is kept whole.
-  const std::uint64_t kb = keep_begin / kPage * kPage;
-  const std::uint64_t ke = keep_end <= keep_begin ? kb : (keep_end + kPage - 1) / kPage * kPage;
+  const std::uint64_t kb = keep_begin / kRamPage * kRamPage;
+  const std::uint64_t ke = keep_end <= keep_begin ? kb : (keep_end + kRamPage - 1) / kRamPage * kRamPage;
   if (ke <= begin || kb >= end || ke == kb) {
     drop(begin, end);
     return;
@@ -173,8 +173,8 @@ bool GuestRamMapping::drop_by_scan(std::uint64_t keep_begin, std::uint64_t keep_
       throw std::system_error(errno, std::generic_category(), "ioctl(PAGEMAP_SCAN)");
     }
     for (int i = 0; i < n; ++i) {
-      const std::uint64_t first = (regions[i].start - base) / kPage;
-      drop_range(first, (regions[i].end - regions[i].start) / kPage, keep_begin, keep_end, st);
+      const std::uint64_t first = (regions[i].start - base) / kRamPage;
+      drop_range(first, (regions[i].end - regions[i].start) / kRamPage, keep_begin, keep_end, st);
     }
     // walk_end: where the walk stopped, the end when it saw everything.
     if (arg.walk_end <= at) {
@@ -182,7 +182,7 @@ bool GuestRamMapping::drop_by_scan(std::uint64_t keep_begin, std::uint64_t keep_
     }
     at = arg.walk_end;
   }
-  st.pages_scanned = bytes_ / kPage;
+  st.pages_scanned = bytes_ / kRamPage;
   st.scan_ioctl = true;
   return true;
 }
@@ -202,7 +202,7 @@ GuestRamMapping::DropStats GuestRamMapping::drop_by_read(std::uint64_t keep_begi
     ~Closer() { if (fd >= 0) ::close(fd); }
   } closer{own};
   const auto base = reinterpret_cast<std::uintptr_t>(base_);
-  const std::uint64_t pages = bytes_ / kPage;
+  const std::uint64_t pages = bytes_ / kRamPage;
   std::vector<std::uint64_t> entries(std::min<std::uint64_t>(pages, 16384));
   std::uint64_t run_start = 0, run_len = 0;
   auto flush = [&] {
@@ -212,7 +212,7 @@ GuestRamMapping::DropStats GuestRamMapping::drop_by_read(std::uint64_t keep_begi
   };
   for (std::uint64_t first = 0; first < pages; first += entries.size()) {
     const std::uint64_t n = std::min<std::uint64_t>(entries.size(), pages - first);
-    const off_t at = static_cast<off_t>((base / kPage + first) * sizeof(std::uint64_t));
+    const off_t at = static_cast<off_t>((base / kRamPage + first) * sizeof(std::uint64_t));
     const ssize_t got = ::pread(fd, entries.data(), n * sizeof(std::uint64_t), at);
     if (got != static_cast<ssize_t>(n * sizeof(std::uint64_t))) {
       throw std::system_error(got < 0 ? errno : EIO, std::generic_category(),

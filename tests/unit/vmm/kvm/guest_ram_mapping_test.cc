@@ -18,20 +18,20 @@
 namespace minivmm::vmm {
 namespace {
 
-constexpr std::uint64_t kPage = 4096;
+constexpr std::uint64_t kRamPage = 4096;
 
 class FileRam {
  public:
-  explicit FileRam(std::uint64_t pages) : bytes_(pages * kPage) {
+  explicit FileRam(std::uint64_t pages) : bytes_(pages * kRamPage) {
     char tmpl[] = "/tmp/minivmm-ram-XXXXXX";
     fd_ = ::mkstemp(tmpl);
     ::unlink(tmpl);
     // Each page holds its own number, so a page that came back from the file says which.
-    std::vector<std::uint8_t> page(kPage);
+    std::vector<std::uint8_t> page(kRamPage);
     for (std::uint64_t p = 0; p < pages; ++p) {
-      for (std::uint64_t i = 0; i < kPage; ++i) page[i] = static_cast<std::uint8_t>(p * 7 + i);
-      EXPECT_EQ(::pwrite(fd_, page.data(), kPage, static_cast<off_t>(p * kPage)),
-                static_cast<ssize_t>(kPage));
+      for (std::uint64_t i = 0; i < kRamPage; ++i) page[i] = static_cast<std::uint8_t>(p * 7 + i);
+      EXPECT_EQ(::pwrite(fd_, page.data(), kRamPage, static_cast<off_t>(p * kRamPage)),
+                static_cast<ssize_t>(kRamPage));
     }
   }
   ~FileRam() { ::close(fd_); }
@@ -46,7 +46,7 @@ class FileRam {
   std::uint64_t bytes_;
 };
 
-std::uint8_t* at(const GuestRamMapping& m, std::uint64_t gpa) {
+std::uint8_t* ram_at(const GuestRamMapping& m, std::uint64_t gpa) {
   return reinterpret_cast<std::uint8_t*>(m.memory().bytes().data()) + gpa;
 }
 
@@ -58,13 +58,13 @@ TEST_P(DropWrittenPages, BringsBackTheFilesBytesButTheKeptRange) {
   GuestRamMapping ram(file.fd(), 0, file.bytes());
   // Read every 3rd page (file pages, not written), write a scattered set and a run.
   std::uint64_t sum = 0;
-  for (std::uint64_t p = 0; p < kPages; p += 3) sum += *at(ram, p * kPage);
+  for (std::uint64_t p = 0; p < kPages; p += 3) sum += *ram_at(ram, p * kRamPage);
   EXPECT_GT(sum, 0u);
   std::vector<std::uint64_t> written = {0, 1, 5, 511, 512, 513, 1000, 2047};
   for (std::uint64_t p = 1200; p < 1300; ++p) written.push_back(p);  // a run of 100
-  for (const std::uint64_t p : written) *at(ram, p * kPage + 17) ^= 0xff;
+  for (const std::uint64_t p : written) *ram_at(ram, p * kRamPage + 17) ^= 0xff;
   // Keep [1000*4K + 100, 1000*4K + 200): page 1000 is kept whole, nothing else.
-  const std::uint64_t keep_begin = 1000 * kPage + 100, keep_end = 1000 * kPage + 200;
+  const std::uint64_t keep_begin = 1000 * kRamPage + 100, keep_end = 1000 * kRamPage + 200;
 
   GuestRamMapping::DropStats st;
   try {
@@ -83,9 +83,9 @@ TEST_P(DropWrittenPages, BringsBackTheFilesBytesButTheKeptRange) {
   for (const std::uint64_t p : written) {
     const std::uint8_t want = FileRam::file_byte(p, 17);
     if (p == 1000) {
-      EXPECT_EQ(*at(ram, p * kPage + 17), static_cast<std::uint8_t>(want ^ 0xff)) << "kept page";
+      EXPECT_EQ(*ram_at(ram, p * kRamPage + 17), static_cast<std::uint8_t>(want ^ 0xff)) << "kept page";
     } else {
-      EXPECT_EQ(*at(ram, p * kPage + 17), want) << "page " << p;
+      EXPECT_EQ(*ram_at(ram, p * kRamPage + 17), want) << "page " << p;
     }
   }
   // A second drop finds only the kept page written.
@@ -96,7 +96,7 @@ TEST_P(DropWrittenPages, BringsBackTheFilesBytesButTheKeptRange) {
 TEST_P(DropWrittenPages, NoKeptRangeDropsEveryWrittenPage) {
   FileRam file(64);
   GuestRamMapping ram(file.fd(), 0, file.bytes());
-  for (std::uint64_t p = 0; p < 64; p += 2) *at(ram, p * kPage) = 0xee;
+  for (std::uint64_t p = 0; p < 64; p += 2) *ram_at(ram, p * kRamPage) = 0xee;
   GuestRamMapping::DropStats st;
   try {
     st = ram.drop_written_pages(0, 0, GetParam());
@@ -106,7 +106,7 @@ TEST_P(DropWrittenPages, NoKeptRangeDropsEveryWrittenPage) {
   }
   EXPECT_EQ(st.pages_dropped, 32u);
   EXPECT_EQ(st.ranges, 32u);
-  for (std::uint64_t p = 0; p < 64; ++p) EXPECT_EQ(*at(ram, p * kPage), FileRam::file_byte(p, 0));
+  for (std::uint64_t p = 0; p < 64; ++p) EXPECT_EQ(*ram_at(ram, p * kRamPage), FileRam::file_byte(p, 0));
 }
 
 INSTANTIATE_TEST_SUITE_P(Scans, DropWrittenPages,
