@@ -16,6 +16,7 @@
 #include "devices/testdev/pc_testdev.h"
 #include "vmm/exit_code.h"
 #include "vmm/report/json_report_writer.h"
+#include "vmm/vmm_error.h"
 
 namespace minivmm::vmm {
 namespace {
@@ -34,6 +35,8 @@ Mounted make_pit(BoardContext& c, const BoardSlot& s) {
   if (devices::I8254Pit* chip = pit->pit()) {  // nothing of ours with KVM's PIT
     m.borrowed = pit.get();
     m.ports = {chip, pit->speaker()};
+    m.snapshot = devices::participation_of(*chip);
+    m.snapshot.records.push_back(pit->speaker());
   }
   c.board.set_pit(std::move(pit));
   return m;
@@ -72,6 +75,7 @@ Mounted make_i8042(BoardContext& c, const BoardSlot& s) {
       &c.irq(s.gsis[0]), &c.irq(s.gsis[1]));
   Mounted m;
   m.ports = {&kbc->data_port(), &kbc->command_port()};
+  m.snapshot = devices::participation_of(*kbc);
   m.owned = std::move(kbc);
   return m;
 }
@@ -109,6 +113,7 @@ Mounted make_pc_testdev(BoardContext& c, const BoardSlot&) {
   Mounted m;
   m.ports = {&dev->echo(), &dev->flush_page(), &dev->echo(), &dev->irq()};
   m.mmio = &dev->iomem();
+  m.snapshot = devices::participation_of(*dev);
   m.owned = std::move(dev);
   return m;
 }
@@ -144,6 +149,15 @@ std::optional<std::uint16_t> board_port_of(std::string_view name) {
   return std::nullopt;
 }
 
+void check_snapshot_participation(const BoardSlot& slot, const Mounted& mounted) {
+  if (!mounted.owned && !mounted.borrowed) return;  // nothing mounted (the PIT with --pit kvm)
+  if (mounted.snapshot.declared()) return;
+  throw VmmError(ExitCode::kHostFailure,
+                 "board slot '" + std::string(slot.name) +
+                     "': its device declares no snapshot participation (a record, or "
+                     "kStatelessBecause; devices/bus/device_state.h)");
+}
+
 devices::IrqLine& BoardContext::irq(std::uint32_t gsi, IrqInject inject) {
   return board.line(gsi, inject);
 }
@@ -164,6 +178,7 @@ PcBoard::~PcBoard() = default;
 
 void PcBoard::mount(BoardContext& ctx, const BoardSlot& slot) {
   Mounted m = slot.make(ctx, slot);
+  check_snapshot_participation(slot, m);
   // A slot whose maker mounted nothing (the PIT with --pit kvm) has no windows of ours.
   for (std::size_t i = 0; i < m.ports.size() && i < slot.ports.size(); ++i) {
     io_.attach(slot.ports[i].base, slot.ports[i].count, *m.ports[i]);
@@ -204,17 +219,14 @@ void PcBoard::report(nlohmann::json& devices) const {
 }
 
 std::vector<devices::StatefulDevice*> PcBoard::stateful() const {
+  // The owned devices first and the borrowed PIT last, as snapshots were written before
+  // participation was declared (sections are found by name; the order only keeps files alike).
   std::vector<devices::StatefulDevice*> out;
-  auto add = [&out](const void* p, devices::StatefulDevice* d) {
-    if (p && d) out.push_back(d);
-  };
-  for (const Mounted& m : mounted_) {
-    if (!m.owned) continue;  // the PIT, borrowed: below
-    add(m.owned.get(), dynamic_cast<devices::StatefulDevice*>(m.owned.get()));
-  }
-  if (pit_) {
-    add(pit_->pit(), dynamic_cast<devices::StatefulDevice*>(pit_->pit()));
-    add(pit_->speaker(), dynamic_cast<devices::StatefulDevice*>(pit_->speaker()));
+  for (const bool owned : {true, false}) {
+    for (const Mounted& m : mounted_) {
+      if (static_cast<bool>(m.owned) != owned) continue;
+      out.insert(out.end(), m.snapshot.records.begin(), m.snapshot.records.end());
+    }
   }
   return out;
 }
