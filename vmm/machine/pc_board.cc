@@ -42,7 +42,7 @@ Mounted make_pit(BoardContext& c, const BoardSlot& s) {
   return m;
 }
 
-Mounted make_com1(BoardContext& c, const BoardSlot& s) {
+Mounted make_uart(BoardContext& c, const BoardSlot& s) {
   auto uart = std::make_unique<devices::Uart16550>(c.irq(s.gsis[0]), c.console,
                                                    &c.loop.loop_rt_timers, &c.loop.loop_vm_timers);
   c.board.set_uart(*uart);
@@ -127,16 +127,16 @@ const std::vector<BoardSlot>& board_slots() {
   static const std::vector<BoardSlot> slots{
       // name          port windows                  MMIO window   GSIs     testdev maker
       {"pit",          {{0x40, 4}, {0x61, 1}},       {},           {0},     false, make_pit},
-      {"com1",         {{0x3f8, 8}},                 {},           {4},     false, make_com1},
+      {"uart",         {{0x3f8, 8}},                 {},           {4},     false, make_uart},
       {"rtc",          {{0x70, 2}},                  {},           {8},     false, make_rtc},
       {"i8042",        {{0x60, 1}, {0x64, 1}},       {},           {1, 12}, false, make_i8042},
-      {"debug exit",   {{0xf4, 4}},                  {},           {},      false, make_debug_exit},
-      {"post",         {{0x80, 1}},                  {},           {},      false, make_post_port},
+      {"debug_exit",   {{0xf4, 4}},                  {},           {},      false, make_debug_exit},
+      {"post_port",    {{0x80, 1}},                  {},           {},      false, make_post_port},
       {"pvpanic",      {{0x505, 1}},                 {},           {},      false, make_pvpanic},
       // QEMU's PIIX4 PM_IO_BASE: PM1a event 0x600, control 0x604, timer 0x608; SCI on GSI 9.
-      {"acpi pm",      {{0x600, devices::AcpiPm::kPortCount}}, {}, {9},     false, make_acpi_pm},
+      {"acpi_pm",      {{0x600, devices::AcpiPm::kPortCount}}, {}, {9},     false, make_acpi_pm},
       {"fw_cfg",       {{0x510, 2}},                 {},           {},      true,  make_fw_cfg},
-      {"pc-testdev",   {{0xe0, 4}, {0xe4, 4}, {0xe8, 4}, {0x2000, 24}},
+      {"pc_testdev",   {{0xe0, 4}, {0xe4, 4}, {0xe8, 4}, {0x2000, 24}},
                        board::Window{0xff000000, 0x10000},         {},      true,  make_pc_testdev},
   };
   return slots;
@@ -206,7 +206,7 @@ bool PcBoard::flush_guest_page(std::uint64_t page_gpa) noexcept {
   void* host = mem.slice(page_gpa, kPageBytes).data();
   if (::mprotect(host, kPageBytes, PROT_READ) != 0 ||
       ::mprotect(host, kPageBytes, PROT_READ | PROT_WRITE) != 0) {
-    log::warn("pc-testdev: flush of page {:#x}: mprotect: {}", page_gpa, std::strerror(errno));
+    log::warn("pc_testdev: flush of page {:#x}: mprotect: {}", page_gpa, std::strerror(errno));
   }
   return true;
 }

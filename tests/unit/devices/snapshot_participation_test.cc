@@ -300,6 +300,19 @@ std::string target_name(const ::testing::TestParamInfo<StateTarget>& info) {
   return names[static_cast<std::size_t>(info.param)];
 }
 
+// One name per device (issue 34): its snapshot section is its report key is what its port
+// window calls it in the logs (the board's slot has it too: board_participation_test.cc).
+TEST_P(DeviceStateTemplate, OneNameForItsRecordItsReportAndItsPorts) {
+  StateRig rig(GetParam(), mem_);
+  if (rig.ports() == nullptr) GTEST_SKIP() << "not a port device: its owner names it";
+  EXPECT_EQ(rig.device().state_key(), rig.ports()->name());
+  if (const auto* r = dynamic_cast<const ReportingDevice*>(&rig.device())) {
+    EXPECT_EQ(rig.device().state_key(), r->report_key());
+  } else {
+    EXPECT_EQ(GetParam(), StateTarget::kSpeaker);  // port 0x61 is the PIT's; "port61"
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(EveryDevice, DeviceStateTemplate, ::testing::ValuesIn(every_target()),
                          target_name);
 
