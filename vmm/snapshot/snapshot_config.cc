@@ -17,11 +17,19 @@ using devices::StateWriter;
 constexpr std::size_t kMaxText = 4096;
 constexpr std::size_t kMaxList = 64;
 
+// The record's layout (issue 34). Layout 1, before the record had a version, began with the
+// RAM size (u64), which is whole pages (SnapshotFile refuses anything else), so its first byte
+// is always 0: a record whose first byte is 0 is layout 1 and is read as it always was. Later
+// layouts begin with their version byte.
+constexpr std::uint8_t kUnversionedLayout = 1;
+constexpr std::uint8_t kLayout = 2;
+
 }  // namespace
 
 std::vector<std::uint8_t> save_machine_config(const Config& c,
                                               const std::vector<std::uint64_t>& drive_sizes) {
   StateWriter out;
+  devices::write_version(out, kLayout);
   out.u64(c.memory_bytes);
   out.u32(c.cpus);
   out.u8(static_cast<std::uint8_t>(c.pit));
@@ -46,6 +54,12 @@ std::vector<std::uint8_t> save_machine_config(const Config& c,
 
 SavedMachine load_machine_config(std::span<const std::uint8_t> record) {
   StateReader in(record, "config");
+  const std::uint8_t layout = record.empty() || record[0] == 0 ? kUnversionedLayout : in.u8();
+  if (layout != kUnversionedLayout && layout != kLayout) {
+    in.fail("layout version " + std::to_string(layout) + " (this build reads " +
+            std::to_string(kUnversionedLayout) + " and " + std::to_string(kLayout) + ")");
+  }
+  // Layouts 1 and 2 hold the same fields; a layout 3 would branch on `layout` below.
   SavedMachine s;
   Config& c = s.config;
   c.memory_bytes = in.u64();
