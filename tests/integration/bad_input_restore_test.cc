@@ -14,7 +14,7 @@
 
 #include "run_minivmm.h"
 #include "test_snapshot.h"
-#include "vmm/snapshot/snapshot_config.h"
+#include "vmm/machine/snapshot_config.h"
 #include "vmm/snapshot/snapshot_file.h"
 
 namespace minivmm::testing {

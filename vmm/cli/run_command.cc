@@ -10,7 +10,7 @@
 #include "vmm/exit_code.h"
 #include "vmm/host/output_file.h"
 #include "vmm/machine/machine.h"
-#include "vmm/snapshot/snapshot_config.h"
+#include "vmm/machine/snapshot_config.h"
 #include "vmm/snapshot/snapshot_file.h"
 #include "vmm/vmm_error.h"
 

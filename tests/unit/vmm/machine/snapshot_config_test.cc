@@ -1,12 +1,12 @@
-// The configuration a snapshot keeps (vmm/snapshot/snapshot_config.h): it reads back as
+// The configuration a snapshot keeps (vmm/machine/snapshot_config.h): it reads back as
 // written, a record from a hostile file is refused, and a restore's command line may add the
 // host's business but not contradict what the guest sees.
-#include "vmm/snapshot/snapshot_config.h"
+#include "vmm/machine/snapshot_config.h"
 
 #include <gtest/gtest.h>
 
 #include "devices/bus/device_state.h"
-#include "vmm/cli/net_spec.h"
+#include "vmm/machine/net_spec.h"
 
 namespace minivmm::vmm {
 namespace {

@@ -1,9 +1,9 @@
-#include "vmm/snapshot/snapshot_config.h"
+#include "vmm/machine/snapshot_config.h"
 
 #include <algorithm>
 
 #include "devices/bus/device_state.h"
-#include "vmm/cli/net_spec.h"
+#include "vmm/machine/net_spec.h"
 #include "vmm/machine/board_layout.h"
 #include "vmm/vcpu/cpuid_policy.h"
 #include "vmm/vmm_error.h"
