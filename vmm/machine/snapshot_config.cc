@@ -116,59 +116,89 @@ SavedMachine load_machine_config(std::span<const std::uint8_t> record) {
   return s;
 }
 
-std::optional<std::string> merge_restored_config(
-    Config& user, const GivenOptions& given, const SavedMachine& saved,
-    const std::vector<std::pair<std::size_t, std::string>>& restore_drives) {
-  const Config& s = saved.config;
-  auto differs = [](const char* option, const std::string& snapshot) {
-    return std::optional<std::string>(std::string(option) + ": the snapshot's guest has " +
-                                      snapshot + "; leave it out, or say the same");
-  };
-  if (given.memory && user.memory_bytes != s.memory_bytes) {
-    return differs("--memory", std::to_string(s.memory_bytes >> 20) + " MiB");
+namespace {
+
+std::optional<std::string> differs(const char* option, const std::string& snapshot) {
+  return std::string(option) + ": the snapshot's guest has " + snapshot +
+         "; leave it out, or say the same";
+}
+
+// The guest-visible options a restore takes from the snapshot, one row each (issue 34), in the
+// order their contradictions are said: the option, whether the command line gave it, whether
+// the command line's value agrees with the snapshot's, how the snapshot's guest has it, and
+// the snapshot's value into the command line's Config. The drives and the NICs have rules of
+// their own (renames, MACs), below. A new guest-visible option adds its row here, its field to
+// the record above (with a layout version), and its flag to GivenOptions.
+struct GuestField {
+  const char* option;
+  bool GivenOptions::*given;
+  bool (*same)(const Config& user, const Config& saved);
+  std::string (*snapshot_has)(const Config& saved);
+  void (*take)(Config& user, const Config& saved);
+};
+
+const GuestField kGuestFields[] = {
+    {"--memory", &GivenOptions::memory,
+     [](const Config& u, const Config& s) { return u.memory_bytes == s.memory_bytes; },
+     [](const Config& s) { return std::to_string(s.memory_bytes >> 20) + " MiB"; },
+     [](Config& u, const Config& s) { u.memory_bytes = s.memory_bytes; }},
+    {"--cpus", &GivenOptions::cpus, [](const Config& u, const Config& s) { return u.cpus == s.cpus; },
+     [](const Config& s) { return std::to_string(s.cpus) + " vCPUs"; },
+     [](Config& u, const Config& s) { u.cpus = s.cpus; }},
+    {"--pit", &GivenOptions::pit, [](const Config& u, const Config& s) { return u.pit == s.pit; },
+     [](const Config& s) { return std::string(s.pit == PitMode::kKvm ? "--pit kvm" : "--pit user"); },
+     [](Config& u, const Config& s) { u.pit = s.pit; }},
+    {"--pit-tick", &GivenOptions::pit_tick,
+     [](const Config& u, const Config& s) { return u.pit_tick == s.pit_tick; },
+     [](const Config& s) {
+       const char* names[] = {"loop", "vcpu", "kernel"};
+       return std::string("--pit-tick ") + names[static_cast<int>(s.pit_tick)];
+     },
+     [](Config& u, const Config& s) { u.pit_tick = s.pit_tick; }},
+    {"--lost-ticks", &GivenOptions::lost_ticks,
+     [](const Config& u, const Config& s) { return u.lost_ticks == s.lost_ticks; },
+     [](const Config& s) {
+       return std::string(s.lost_ticks == devices::LostTickPolicy::kDelay ? "--lost-ticks delay"
+                                                                           : "--lost-ticks discard");
+     },
+     [](Config& u, const Config& s) { u.lost_ticks = s.lost_ticks; }},
+    {"--cpu", &GivenOptions::cpu, [](const Config& u, const Config& s) { return u.cpu == s.cpu; },
+     [](const Config& s) { return std::string(s.cpu == CpuModel::kHost ? "--cpu host" : "--cpu baseline"); },
+     [](Config& u, const Config& s) { u.cpu = s.cpu; }},
+    {"--cpuid-mask", &GivenOptions::cpuid_mask,
+     [](const Config& u, const Config& s) { return u.cpuid_mask == s.cpuid_mask; },
+     [](const Config&) { return std::string("another CPUID mask"); },
+     [](Config& u, const Config& s) { u.cpuid_mask = s.cpuid_mask; }},
+    {"--console", &GivenOptions::console,
+     [](const Config& u, const Config& s) { return u.virtio_console == s.virtio_console; },
+     [](const Config& s) { return std::string(s.virtio_console ? "--console virtio" : "--console serial"); },
+     [](Config& u, const Config& s) { u.virtio_console = s.virtio_console; }},
+    {"--testdev", &GivenOptions::testdev,
+     [](const Config& u, const Config& s) { return u.testdev == s.testdev; },
+     [](const Config&) { return std::string("no --testdev"); },
+     [](Config& u, const Config& s) { u.testdev = s.testdev; }},
+};
+
+// What the command line gave that the snapshot's guest contradicts, or nullopt.
+std::optional<std::string> contradiction(const Config& user, const GivenOptions& given,
+                                         const Config& s) {
+  for (const GuestField& f : kGuestFields) {
+    if (given.*f.given && !f.same(user, s)) return differs(f.option, f.snapshot_has(s));
   }
-  if (given.cpus && user.cpus != s.cpus) return differs("--cpus", std::to_string(s.cpus) + " vCPUs");
-  if (given.pit && user.pit != s.pit) {
-    return differs("--pit", s.pit == PitMode::kKvm ? "--pit kvm" : "--pit user");
-  }
-  if (given.pit_tick && user.pit_tick != s.pit_tick) {
-    const char* names[] = {"loop", "vcpu", "kernel"};
-    return differs("--pit-tick", std::string("--pit-tick ") +
-                                     names[static_cast<int>(s.pit_tick)]);
-  }
-  if (given.lost_ticks && user.lost_ticks != s.lost_ticks) {
-    return differs("--lost-ticks", s.lost_ticks == devices::LostTickPolicy::kDelay
-                                       ? "--lost-ticks delay"
-                                       : "--lost-ticks discard");
-  }
-  if (given.cpu && user.cpu != s.cpu) {
-    return differs("--cpu", s.cpu == CpuModel::kHost ? "--cpu host" : "--cpu baseline");
-  }
-  if (given.cpuid_mask && user.cpuid_mask != s.cpuid_mask) {
-    return differs("--cpuid-mask", "another CPUID mask");
-  }
-  if (given.console && user.virtio_console != s.virtio_console) {
-    return differs("--console", s.virtio_console ? "--console virtio" : "--console serial");
-  }
-  if (given.testdev && user.testdev != s.testdev) return differs("--testdev", "no --testdev");
   if (given.drives) {
     return std::string("--drive: a restored guest has the snapshot's drives; give another ") +
            "file for one with --restore-drive N=PATH";
   }
-  const std::vector<NetSpec> user_nets = user.nets;
-  if (given.nets && user_nets.size() != s.nets.size()) {
+  if (given.nets && user.nets.size() != s.nets.size()) {
     return differs("--net", std::to_string(s.nets.size()) + " NICs");
   }
-  // Host-side fields stay the user's; everything the guest sees becomes the snapshot's.
-  user.memory_bytes = s.memory_bytes;
-  user.cpus = s.cpus;
-  user.pit = s.pit;
-  user.pit_tick = s.pit_tick;
-  user.lost_ticks = s.lost_ticks;
-  user.cpu = s.cpu;
-  user.cpuid_mask = s.cpuid_mask;
-  user.virtio_console = s.virtio_console;
-  user.testdev = s.testdev;
+  return std::nullopt;
+}
+
+// The snapshot's drives, renamed by --restore-drive.
+std::optional<std::string> take_drives(
+    Config& user, const Config& s,
+    const std::vector<std::pair<std::size_t, std::string>>& restore_drives) {
   user.drives = s.drives;
   for (const auto& [index, path] : restore_drives) {
     if (index >= user.drives.size()) {
@@ -179,8 +209,15 @@ std::optional<std::string> merge_restored_config(
     }
     user.drives[index].path = path;
   }
+  return std::nullopt;
+}
+
+// The snapshot's NICs; given again (`user_nets`), their back-ends replace the saved ones and
+// keep the snapshot's MACs.
+std::optional<std::string> take_nets(Config& user, bool given, const std::vector<NetSpec>& user_nets,
+                                     const Config& s) {
   user.nets = s.nets;
-  if (given.nets) {
+  if (given) {
     for (std::size_t i = 0; i < user_nets.size(); ++i) {
       NetSpec n = user_nets[i];
       if (n.mac && s.nets[i].mac && *n.mac != *s.nets[i].mac) {
@@ -190,15 +227,29 @@ std::optional<std::string> merge_restored_config(
       n.mac = s.nets[i].mac;
       user.nets[i] = n;
     }
-  } else {
-    for (const NetSpec& n : user.nets) {
-      if (n.kind == NetSpec::Kind::kTapFd) {
-        return std::string("--net: the snapshot's NIC was given as '") + n.text +
-               "', a descriptor of that process; give --net again for each NIC";
-      }
+    return std::nullopt;
+  }
+  for (const NetSpec& n : user.nets) {
+    if (n.kind == NetSpec::Kind::kTapFd) {
+      return std::string("--net: the snapshot's NIC was given as '") + n.text +
+             "', a descriptor of that process; give --net again for each NIC";
     }
   }
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> merge_restored_config(
+    Config& user, const GivenOptions& given, const SavedMachine& saved,
+    const std::vector<std::pair<std::size_t, std::string>>& restore_drives) {
+  const Config& s = saved.config;
+  if (auto why = contradiction(user, given, s)) return why;
+  // Host-side fields stay the user's; everything the guest sees becomes the snapshot's.
+  for (const GuestField& f : kGuestFields) f.take(user, s);
+  if (auto why = take_drives(user, s, restore_drives)) return why;
+  const std::vector<NetSpec> user_nets = user.nets;
+  return take_nets(user, given.nets, user_nets, s);
 }
 
 }  // namespace minivmm::vmm
