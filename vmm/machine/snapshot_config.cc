@@ -52,6 +52,36 @@ std::vector<std::uint8_t> save_machine_config(const Config& c,
   return out.data();
 }
 
+// The record's drives (with their sizes) and NICs, after the scalar fields.
+static void load_devices(StateReader& in, SavedMachine& s) {
+  Config& c = s.config;
+  const std::uint32_t drives = in.u32();
+  if (drives > kMaxList) in.fail(std::to_string(drives) + " drives");
+  for (std::uint32_t i = 0; i < drives; ++i) {
+    DriveSpec d;
+    d.path = in.text(kMaxText);
+    d.read_only = in.boolean();
+    const std::uint8_t aio = in.u8();
+    if (aio > 2) in.fail("drive aio " + std::to_string(aio));
+    d.aio = static_cast<DriveAio>(aio);
+    if (d.path.empty()) in.fail("a drive without a path");
+    // Stored resolved (Machine::save_sections): a relative one would open whatever file of that
+    // name sits in the restoring process's folder. An older snapshot's relative path must be
+    // given again, with --restore-drive (main.cc checks that, since that option may replace it).
+    c.drives.push_back(d);
+    s.drive_sizes.push_back(in.u64());
+  }
+  const std::uint32_t nets = in.u32();
+  if (nets > kMaxList) in.fail(std::to_string(nets) + " NICs");
+  for (std::uint32_t i = 0; i < nets; ++i) {
+    const std::string text = in.text(kMaxText);
+    std::string why;
+    const auto n = parse_net_spec(text, why);
+    if (!n) in.fail("NIC " + std::to_string(i) + ": " + why);
+    c.nets.push_back(*n);
+  }
+}
+
 SavedMachine load_machine_config(std::span<const std::uint8_t> record) {
   StateReader in(record, "config");
   const std::uint8_t layout = record.empty() || record[0] == 0 ? kUnversionedLayout : in.u8();
@@ -86,31 +116,7 @@ SavedMachine load_machine_config(std::span<const std::uint8_t> record) {
   }
   c.virtio_console = in.boolean();
   c.testdev = in.boolean();
-  const std::uint32_t drives = in.u32();
-  if (drives > kMaxList) in.fail(std::to_string(drives) + " drives");
-  for (std::uint32_t i = 0; i < drives; ++i) {
-    DriveSpec d;
-    d.path = in.text(kMaxText);
-    d.read_only = in.boolean();
-    const std::uint8_t aio = in.u8();
-    if (aio > 2) in.fail("drive aio " + std::to_string(aio));
-    d.aio = static_cast<DriveAio>(aio);
-    if (d.path.empty()) in.fail("a drive without a path");
-    // Stored resolved (Machine::save_sections): a relative one would open whatever file of that
-    // name sits in the restoring process's folder. An older snapshot's relative path must be
-    // given again, with --restore-drive (main.cc checks that, since that option may replace it).
-    c.drives.push_back(d);
-    s.drive_sizes.push_back(in.u64());
-  }
-  const std::uint32_t nets = in.u32();
-  if (nets > kMaxList) in.fail(std::to_string(nets) + " NICs");
-  for (std::uint32_t i = 0; i < nets; ++i) {
-    const std::string text = in.text(kMaxText);
-    std::string why;
-    const auto n = parse_net_spec(text, why);
-    if (!n) in.fail("NIC " + std::to_string(i) + ": " + why);
-    c.nets.push_back(*n);
-  }
+  load_devices(in, s);
   in.expect_end();
   if (c.virtio_devices() > board::kVirtioGsis.size()) in.fail("too many virtio devices");
   return s;
