@@ -13,6 +13,7 @@
 // frozen); a device takes its own lock as for any other access.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <cstring>
 #include <span>
@@ -154,5 +155,45 @@ class StatefulDevice {
   // Throws StateError: the restore is given up (a device half loaded is never run).
   virtual void load_state(StateReader& in) = 0;
 };
+
+// Snapshot participation (issue 34): every board device says how it takes part in a snapshot,
+// so that a device nobody thought about is never silently skipped by the snapshot and then
+// silently reset by a restore. It either is a StatefulDevice (its record), or declares
+//
+//   static constexpr std::string_view kStatelessBecause = "why nothing of it outlives a run";
+//
+// A device that does neither fails to build where the board mounts it (participation_of()),
+// and a slot whose maker hands back a device with no participation fails the board's
+// start-up (vmm/machine/pc_board.cc). Virtio devices state theirs through VirtioDevice's pure
+// virtual save_state()/load_state() (devices/virtio/virtio_device.h).
+template <typename Device>
+concept StatelessDevice = requires {
+  { Device::kStatelessBecause } -> std::convertible_to<std::string_view>;
+};
+template <typename Device>
+concept SnapshotParticipant = std::derived_from<Device, StatefulDevice> || StatelessDevice<Device>;
+
+// What one mounted device contributes to a snapshot: its records (a device may keep more than
+// one, the PIT's counters and its port 0x61), or the reason it keeps none.
+struct SnapshotParticipation {
+  std::vector<StatefulDevice*> records;
+  std::string_view stateless_because;
+  bool declared() const noexcept { return !records.empty() || !stateless_because.empty(); }
+};
+
+template <typename Device>
+SnapshotParticipation participation_of(Device& device) {
+  static_assert(SnapshotParticipant<Device>,
+                "this device declares no snapshot participation: derive from StatefulDevice "
+                "(a record), or declare static constexpr std::string_view kStatelessBecause "
+                "(devices/bus/device_state.h)");
+  if constexpr (std::derived_from<Device, StatefulDevice>) {
+    return {{&device}, {}};
+  } else {
+    static_assert(!std::string_view(Device::kStatelessBecause).empty(),
+                  "kStatelessBecause says why the device keeps no state");
+    return {{}, Device::kStatelessBecause};
+  }
+}
 
 }  // namespace minivmm::devices

@@ -103,7 +103,7 @@ class AcpiPm final : public PortIoDevice, public ReportingDevice, public Statefu
   AcpiPm(const AcpiPm&) = delete;
   AcpiPm& operator=(const AcpiPm&) = delete;
 
-  std::string_view name() const noexcept override { return "acpi-pm"; }
+  std::string_view name() const noexcept override { return report_key(); }
   void read(std::uint16_t offset, std::span<std::uint8_t> data) noexcept override;
   void write(std::uint16_t offset, std::span<const std::uint8_t> data) noexcept override;
 

@@ -21,7 +21,7 @@ void DebugExit::write(std::uint16_t offset, std::span<const std::uint8_t> data) 
   for (std::size_t i = 0; i < data.size(); ++i) value |= std::uint32_t{data[i]} << (8 * i);
   const int status = exit_status(value);
   ++exit_requests_;
-  log::info("guest: isa-debug-exit write 0x{:x} (width {}, offset {}): exit status {}", value,
+  log::info("guest: debug_exit write 0x{:x} (width {}, offset {}): exit status {}", value,
             data.size(), offset, status);
   if (on_exit_) on_exit_(status);
 }

@@ -36,7 +36,7 @@ class DebugExit final : public PortIoDevice, public ReportingDevice, public Stat
 
   explicit DebugExit(std::function<void(int exit_status)> on_exit);
 
-  std::string_view name() const noexcept override { return "isa-debug-exit"; }
+  std::string_view name() const noexcept override { return report_key(); }
 
   void read(std::uint16_t offset, std::span<std::uint8_t> data) noexcept override;
   // Widths 1, 2 and 4 are honoured; any other width is ignored and counted.

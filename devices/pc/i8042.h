@@ -124,7 +124,7 @@ class I8042 final : public PortIoDevice, public ReportingDevice, public Stateful
   I8042(const I8042&) = delete;
   I8042& operator=(const I8042&) = delete;
 
-  std::string_view name() const noexcept override { return "i8042"; }
+  std::string_view name() const noexcept override { return report_key(); }
 
   void read(std::uint16_t offset, std::span<std::uint8_t> data) noexcept override;
   void write(std::uint16_t offset, std::span<const std::uint8_t> data) noexcept override;

@@ -80,7 +80,7 @@ class Mc146818Rtc final : public PortIoDevice, public ReportingDevice, public St
   Mc146818Rtc(const Mc146818Rtc&) = delete;
   Mc146818Rtc& operator=(const Mc146818Rtc&) = delete;
 
-  std::string_view name() const noexcept override { return "mc146818-rtc"; }
+  std::string_view name() const noexcept override { return report_key(); }
   void read(std::uint16_t offset, std::span<std::uint8_t> data) noexcept override;
   void write(std::uint16_t offset, std::span<const std::uint8_t> data) noexcept override;
 

@@ -25,7 +25,7 @@ namespace minivmm::devices {
 
 class PostPort final : public PortIoDevice, public ReportingDevice, public StatefulDevice {
  public:
-  std::string_view name() const noexcept override { return "post-port"; }
+  std::string_view name() const noexcept override { return report_key(); }
 
   void read(std::uint16_t offset, std::span<std::uint8_t> data) noexcept override;
   void write(std::uint16_t offset, std::span<const std::uint8_t> data) noexcept override;

@@ -33,7 +33,7 @@ class PvPanic final : public PortIoDevice, public ReportingDevice, public Statef
 
   explicit PvPanic(std::function<void()> on_panic) : on_panic_(std::move(on_panic)) {}
 
-  std::string_view name() const noexcept override { return "pvpanic"; }
+  std::string_view name() const noexcept override { return report_key(); }
   void read(std::uint16_t offset, std::span<std::uint8_t> data) noexcept override;
   void write(std::uint16_t offset, std::span<const std::uint8_t> data) noexcept override;
 

@@ -87,7 +87,7 @@ class Uart16550 final : public PortIoDevice, public ReportingDevice, public Stat
   Uart16550(const Uart16550&) = delete;
   Uart16550& operator=(const Uart16550&) = delete;
 
-  std::string_view name() const noexcept override { return "uart-16550"; }
+  std::string_view name() const noexcept override { return report_key(); }
   void read(std::uint16_t offset, std::span<std::uint8_t> data) noexcept override;
   void write(std::uint16_t offset, std::span<const std::uint8_t> data) noexcept override;
 

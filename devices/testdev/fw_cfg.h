@@ -73,7 +73,7 @@ class FwCfg final : public PortIoDevice, public ReportingDevice, public Stateful
   // rebuilds the directory. Returns its key. Throws std::length_error when the keys run out.
   std::uint16_t add_file(std::string_view name, std::vector<std::uint8_t> data);
 
-  std::string_view name() const noexcept override { return "fw_cfg"; }
+  std::string_view name() const noexcept override { return report_key(); }
   void read(std::uint16_t offset, std::span<std::uint8_t> data) noexcept override;
   void write(std::uint16_t offset, std::span<const std::uint8_t> data) noexcept override;
 

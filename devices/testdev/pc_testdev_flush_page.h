@@ -32,7 +32,7 @@ class PcTestdevFlushPage final : public PortIoDevice {
   // `flush(page_gpa)`: page_gpa is 4 KiB aligned.
   explicit PcTestdevFlushPage(std::function<void(std::uint64_t page_gpa)> flush);
 
-  std::string_view name() const noexcept override { return "pc-testdev-flush-page"; }
+  std::string_view name() const noexcept override { return "pc_testdev_flush_page"; }
   void read(std::uint16_t offset, std::span<std::uint8_t> data) noexcept override;
   void write(std::uint16_t offset, std::span<const std::uint8_t> data) noexcept override;
 

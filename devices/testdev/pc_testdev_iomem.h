@@ -25,7 +25,7 @@ class PcTestdevIomem final : public MmioDevice {
  public:
   static constexpr std::uint64_t kSize = 0x10000;
 
-  std::string_view name() const noexcept override { return "pc-testdev-iomem"; }
+  std::string_view name() const noexcept override { return "pc_testdev_iomem"; }
   void read(std::uint64_t offset, std::span<std::uint8_t> data) noexcept override;
   void write(std::uint64_t offset, std::span<const std::uint8_t> data) noexcept override;
 

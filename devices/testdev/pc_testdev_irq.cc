@@ -12,14 +12,14 @@ void PcTestdevIrq::read(std::uint16_t offset, std::span<std::uint8_t> data) noex
   std::fill(data.begin(), data.end(), std::uint8_t{0xff});
   std::lock_guard lock(mu_);
   ++stats_.bad_accesses;
-  log::debug("pc-testdev-irq: read at offset {} ignored", offset);
+  log::debug("pc_testdev_irq: read at offset {} ignored", offset);
 }
 
 void PcTestdevIrq::write(std::uint16_t offset, std::span<const std::uint8_t> data) noexcept {
   std::lock_guard lock(mu_);
   if (data.size() != 1 || offset >= kLines) {
     ++stats_.bad_accesses;
-    log::debug("pc-testdev-irq: {}-byte write at offset {} ignored", data.size(), offset);
+    log::debug("pc_testdev_irq: {}-byte write at offset {} ignored", data.size(), offset);
     return;
   }
   const bool level = data[0] != 0;

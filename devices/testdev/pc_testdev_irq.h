@@ -39,7 +39,7 @@ class PcTestdevIrq final : public PortIoDevice {
 
   explicit PcTestdevIrq(const std::array<IrqLine*, kLines>& lines);
 
-  std::string_view name() const noexcept override { return "pc-testdev-irq"; }
+  std::string_view name() const noexcept override { return "pc_testdev_irq"; }
   void read(std::uint16_t offset, std::span<std::uint8_t> data) noexcept override;
   void write(std::uint16_t offset, std::span<const std::uint8_t> data) noexcept override;
 

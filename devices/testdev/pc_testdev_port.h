@@ -1,4 +1,4 @@
-// QEMU's pc-testdev echo register (hw/misc/pc-testdev.c "pc-testdev-ioport"): one 32-bit
+// QEMU's pc-testdev echo register (hw/misc/pc-testdev.c "pc_testdev_ioport"): one 32-bit
 // register behind ports 0xe0-0xe3, and the same register again behind 0xe8-0xeb (QEMU's
 // "ioport-byte" alias, which QEMU splits into byte accesses; the result is the same). Not a chip;
 // kvm-unit-tests' emulator and realmode tests check that an I/O write of any width and offset
@@ -25,7 +25,7 @@ class PcTestdevPort final : public PortIoDevice {
  public:
   static constexpr std::uint16_t kPortCount = 4;
 
-  std::string_view name() const noexcept override { return "pc-testdev-ioport"; }
+  std::string_view name() const noexcept override { return "pc_testdev_ioport"; }
   void read(std::uint16_t offset, std::span<std::uint8_t> data) noexcept override;
   void write(std::uint16_t offset, std::span<const std::uint8_t> data) noexcept override;
 

@@ -81,10 +81,12 @@ class VirtioDevice {
   // Throws StateError if it cannot get there (virtio-blk: requests that do not complete).
   virtual void quiesce() {}
   // The device's own record, inside its transport's. load_state() runs on a fresh device before
-  // the transport activates it again (a live driver), so a refused record has served nothing;
-  // the default record is empty.
-  virtual void save_state(StateWriter& /*out*/) const {}
-  virtual void load_state(StateReader& /*in*/) {}
+  // the transport activates it again (a live driver), so a refused record has served nothing.
+  // No default (issue 34): every virtio device states its participation, so one that was never
+  // thought about does not build. A device with nothing to keep beyond its queues writes a
+  // version byte only and says why beside it (a restore then refuses another layout by name).
+  virtual void save_state(StateWriter& out) const = 0;
+  virtual void load_state(StateReader& in) = 0;
 };
 
 }  // namespace minivmm::devices

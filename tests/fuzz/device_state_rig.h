@@ -12,6 +12,15 @@
 //   kRtc          the MC146818 RTC with 64 MiB of RAM in its CMOS bytes
 //   kUart         the 16550A UART with batching and its character timeout
 //   kI8042        the i8042 with its keyboard and both IRQ lines
+//   kAcpiPm       the ACPI PM block (PM1 event/control, PM timer) with its SCI
+//   kPvPanic      pvpanic (its callback does nothing)
+//   kPostPort     the POST port
+//   kDebugExit    isa-debug-exit (its callback does nothing)
+//   kSpeaker      port 0x61 over a PIT of its own
+//
+// Every board device's record has a target here (issue 34): a device added to the board adds
+// its target last, a seed in make_device_state_seeds.cc, and is then covered by the shared
+// participation tests (tests/unit/devices/snapshot_participation_test.cc) too.
 //
 // The board devices run on a fake vm_clock (and rt_clock) that stands at kLoadTime when a
 // record is loaded, as a restore sets vm_clock to the snapshot's instant first: the seeds are
@@ -35,9 +44,14 @@
 #include <vector>
 
 #include "devices/bus/byte_sink.h"
+#include "devices/pc/acpi_pm.h"
+#include "devices/pc/debug_exit.h"
 #include "devices/pc/i8042.h"
 #include "devices/pc/i8254/i8254_pit.h"
+#include "devices/pc/i8254/i8254_speaker_port.h"
 #include "devices/pc/mc146818_rtc.h"
+#include "devices/pc/post_port.h"
+#include "devices/pc/pvpanic.h"
 #include "devices/pc/uart_16550.h"
 #include "devices/bus/device_state.h"
 #include "devices/host/block_file.h"
@@ -66,6 +80,11 @@ enum class StateTarget : std::uint8_t {
   kRtc,
   kUart,
   kI8042,
+  kAcpiPm,
+  kPvPanic,
+  kPostPort,
+  kDebugExit,
+  kSpeaker,
   kCount
 };
 
@@ -127,6 +146,23 @@ class StateRig {
       case StateTarget::kI8042:
         i8042_ = std::make_unique<devices::I8042>([] {}, &irq_, &aux_irq_);
         break;
+      case StateTarget::kAcpiPm:
+        acpi_pm_ = std::make_unique<devices::AcpiPm>(vm_timers_, irq_,
+                                                     devices::AcpiPm::Callbacks{});
+        break;
+      case StateTarget::kPvPanic:
+        pvpanic_ = std::make_unique<devices::PvPanic>([] {});
+        break;
+      case StateTarget::kPostPort:
+        post_ = std::make_unique<devices::PostPort>();
+        break;
+      case StateTarget::kDebugExit:
+        debug_exit_ = std::make_unique<devices::DebugExit>([](int) {});
+        break;
+      case StateTarget::kSpeaker:
+        pit_ = std::make_unique<devices::I8254Pit>(vm_timers_, irq_);
+        speaker_ = std::make_unique<devices::I8254SpeakerPort>(*pit_);
+        break;
       case StateTarget::kBlk:
         blk_ = std::make_unique<devices::VirtioBlk>(
             devices::BlockFile::open("/proc/self/fd/" + std::to_string(state_disk_fd()), false),
@@ -167,7 +203,12 @@ class StateRig {
   devices::StatefulDevice& device() {
     if (transport_) return *transport_;
     if (fw_cfg_) return *fw_cfg_;
+    if (speaker_) return *speaker_;
     if (pit_) return *pit_;
+    if (acpi_pm_) return *acpi_pm_;
+    if (pvpanic_) return *pvpanic_;
+    if (post_) return *post_;
+    if (debug_exit_) return *debug_exit_;
     if (rtc_) return *rtc_;
     if (uart_) return *uart_;
     if (i8042_) return *i8042_;
@@ -175,7 +216,12 @@ class StateRig {
   }
   // The board device's port window, or null for the others.
   devices::PortIoDevice* ports() {
+    if (speaker_) return speaker_.get();
     if (pit_) return pit_.get();
+    if (acpi_pm_) return acpi_pm_.get();
+    if (pvpanic_) return pvpanic_.get();
+    if (post_) return post_.get();
+    if (debug_exit_) return debug_exit_.get();
     if (rtc_) return rtc_.get();
     if (uart_) return uart_.get();
     if (i8042_) return i8042_.get();
@@ -210,6 +256,11 @@ class StateRig {
   std::unique_ptr<devices::Mc146818Rtc> rtc_;
   std::unique_ptr<devices::Uart16550> uart_;
   std::unique_ptr<devices::I8042> i8042_;
+  std::unique_ptr<devices::AcpiPm> acpi_pm_;
+  std::unique_ptr<devices::PvPanic> pvpanic_;
+  std::unique_ptr<devices::PostPort> post_;
+  std::unique_ptr<devices::DebugExit> debug_exit_;
+  std::unique_ptr<devices::I8254SpeakerPort> speaker_;  // after pit_: goes first
   std::unique_ptr<devices::VirtioMmioTransport> transport_;  // last: goes first
 };
 

@@ -162,6 +162,37 @@ void clocked_seeds(Seeds& s, FakeGuestRam& mem) {
   s.add("i8042_keyboard_answer_queued", rig);
 }
 
+// The small board devices (issue 34: every record is fuzzed), each after a guest's writes.
+void small_board_seeds(Seeds& s, FakeGuestRam& mem) {
+  using namespace std::chrono_literals;
+  {
+    StateRig rig(StateTarget::kAcpiPm, mem, minivmm::fuzz::kSeedTime);
+    out(*rig.ports(), 2, 0x21);  // PM1_EN: TMR_EN, PWRBTN_EN
+    out(*rig.ports(), 4, 0x01);  // PM1_CNT: SCI_EN
+    minivmm::testing::advance(rig.clock(), {&rig.vm_timers(), &rig.rt_timers()}, 3s);
+    s.add("acpi_pm_timer_enabled", rig);
+  }
+  {
+    StateRig rig(StateTarget::kPvPanic, mem, minivmm::fuzz::kSeedTime);
+    out(*rig.ports(), 0, 0x02);  // crash loaded
+    s.add("pvpanic_crash_loaded", rig);
+  }
+  {
+    StateRig rig(StateTarget::kPostPort, mem, minivmm::fuzz::kSeedTime);
+    out(*rig.ports(), 0, 0x55);
+    s.add("post_port_code", rig);
+  }
+  {
+    StateRig rig(StateTarget::kDebugExit, mem, minivmm::fuzz::kSeedTime);
+    const std::uint8_t wide[8] = {};
+    rig.ports()->write(0, wide);  // wider than its 4 bytes: refused, counted
+    s.add("debug_exit_bad_access", rig);
+  }
+  StateRig rig(StateTarget::kSpeaker, mem, minivmm::fuzz::kSeedTime);
+  out(*rig.ports(), 0, 0x03);  // counter 2's gate and the speaker on
+  s.add("speaker_gate_on", rig);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -177,6 +208,7 @@ int main(int argc, char** argv) {
   console_seeds(seeds, mem);
   board_seeds(seeds, mem);
   clocked_seeds(seeds, mem);
+  small_board_seeds(seeds, mem);
   std::printf("%d seeds\n", seeds.count());
   return 0;
 }

@@ -12,7 +12,7 @@
 #include <span>
 
 #include "devices/bus/device_state.h"
-#include "vmm/snapshot/snapshot_config.h"
+#include "vmm/machine/snapshot_config.h"
 #include "vmm/snapshot/snapshot_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

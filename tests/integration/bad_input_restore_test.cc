@@ -14,7 +14,7 @@
 
 #include "run_minivmm.h"
 #include "test_snapshot.h"
-#include "vmm/snapshot/snapshot_config.h"
+#include "vmm/machine/snapshot_config.h"
 #include "vmm/snapshot/snapshot_file.h"
 
 namespace minivmm::testing {
@@ -106,7 +106,7 @@ TEST_F(BadInputRestoreTest, NoConfigurationOrABadOne) {
   write({{"vm_clock", std::vector<std::uint8_t>(8)}});
   expect_one_line(restore(), kBadKernel, "no section 'config'");
   auto s = good_sections();
-  s[0].data[8] = 99;  // 99 vCPUs
+  s[0].data[9] = 99;  // 99 vCPUs (after the layout version and the RAM size)
   write(s);
   expect_one_line(restore(), kBadKernel, "99 vCPUs");
 }
@@ -121,7 +121,7 @@ TEST_F(BadInputRestoreTest, AConfigurationRecordErrorNamesTheFileAndTheSectionOn
   expect_one_line(r, kBadKernel, "--restore: " + path_ + ": config state: an unknown CPUID feature");
   EXPECT_TRUE(has(r.err, "x2apic\\x0aminivmm")) << "the newline is shown, not obeyed: " << r.err;
   auto s = good_sections();
-  s[0].data[8] = 17;  // 17 vCPUs
+  s[0].data[9] = 17;  // 17 vCPUs (after the layout version and the RAM size)
   write(s);
   expect_one_line(restore(), kBadKernel, "--restore: " + path_ + ": config state: 17 vCPUs");
 }

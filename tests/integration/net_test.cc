@@ -38,7 +38,7 @@ namespace {
 // The guest's address on the TAP's /24, and the host side's.
 constexpr const char* kHostIp = "10.77.0.1";
 constexpr const char* kGuestIp = "10.77.0.2";
-// minivmm's first NIC (vmm/cli/net_spec.h: 52:54:00:12:34:56 + i).
+// minivmm's first NIC (vmm/machine/net_spec.h: 52:54:00:12:34:56 + i).
 constexpr std::array<std::uint8_t, 6> kGuestMac{0x52, 0x54, 0x00, 0x12, 0x34, 0x56};
 // The largest UDP payload in one 1500-byte MTU frame.
 constexpr std::size_t kMtuPayload = 1500 - 20 - 8;

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "vmm/snapshot/snapshot_config.h"
+#include "vmm/machine/snapshot_config.h"
 #include "vmm/snapshot/snapshot_file.h"
 
 namespace minivmm::testing {

@@ -27,7 +27,7 @@ LoadedKernel load_kernel_and_initrd(const Config& config, const GuestRamMapping&
   try {
     k = load_guest_kernel(ram.memory(), kernel.bytes(), cmdline, initrd.bytes(), config.cpus,
                           config.kernel_path, board_port_of("pvpanic"),
-                          board_port_of("acpi pm"));
+                          board_port_of("acpi_pm"));
   } catch (const VmmError& e) {
     if (e.code() != ExitCode::kUsage || cmdline.size() == config.cmdline.size() ||
         std::string(e.what()).rfind("--cmdline", 0) != 0) {

@@ -1,4 +1,4 @@
-// Everything `minivmm run` was asked to do, parsed and validated by main.cc.
+// Everything `minivmm run` was asked to do, parsed and validated by vmm/cli/run_config.cc.
 #pragma once
 
 #include <cstdint>
@@ -11,8 +11,8 @@
 #include "timers/alarm_timer.h"
 #include "vmm/host/cpu_affinity.h"
 #include "vmm/vcpu/cpuid_policy.h"
-#include "vmm/cli/drive_spec.h"
-#include "vmm/cli/net_spec.h"
+#include "vmm/machine/drive_spec.h"
+#include "vmm/machine/net_spec.h"
 #include "vmm/sandbox/seccomp_mode.h"
 
 namespace minivmm::vmm {

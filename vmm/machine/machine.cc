@@ -14,7 +14,7 @@
 #include "devices/log/log.h"
 #include "vmm/host/cpu_affinity.h"
 #include "vmm/host/crash_signals.h"
-#include "vmm/snapshot/snapshot_config.h"
+#include "vmm/machine/snapshot_config.h"
 #include "vmm/vcpu/x86_vcpu_setup.h"
 #include "vmm/vmm_error.h"
 

@@ -16,7 +16,7 @@
 #include "devices/bus/device_state.h"
 #include "devices/log/log.h"
 #include "vmm/machine/machine.h"
-#include "vmm/snapshot/snapshot_config.h"
+#include "vmm/machine/snapshot_config.h"
 #include "vmm/vmm_error.h"
 
 namespace minivmm::vmm {

@@ -16,6 +16,7 @@
 #include "devices/testdev/pc_testdev.h"
 #include "vmm/exit_code.h"
 #include "vmm/report/json_report_writer.h"
+#include "vmm/vmm_error.h"
 
 namespace minivmm::vmm {
 namespace {
@@ -34,12 +35,14 @@ Mounted make_pit(BoardContext& c, const BoardSlot& s) {
   if (devices::I8254Pit* chip = pit->pit()) {  // nothing of ours with KVM's PIT
     m.borrowed = pit.get();
     m.ports = {chip, pit->speaker()};
+    m.snapshot = devices::participation_of(*chip);
+    m.snapshot.records.push_back(pit->speaker());
   }
   c.board.set_pit(std::move(pit));
   return m;
 }
 
-Mounted make_com1(BoardContext& c, const BoardSlot& s) {
+Mounted make_uart(BoardContext& c, const BoardSlot& s) {
   auto uart = std::make_unique<devices::Uart16550>(c.irq(s.gsis[0]), c.console,
                                                    &c.loop.loop_rt_timers, &c.loop.loop_vm_timers);
   c.board.set_uart(*uart);
@@ -72,6 +75,7 @@ Mounted make_i8042(BoardContext& c, const BoardSlot& s) {
       &c.irq(s.gsis[0]), &c.irq(s.gsis[1]));
   Mounted m;
   m.ports = {&kbc->data_port(), &kbc->command_port()};
+  m.snapshot = devices::participation_of(*kbc);
   m.owned = std::move(kbc);
   return m;
 }
@@ -109,6 +113,7 @@ Mounted make_pc_testdev(BoardContext& c, const BoardSlot&) {
   Mounted m;
   m.ports = {&dev->echo(), &dev->flush_page(), &dev->echo(), &dev->irq()};
   m.mmio = &dev->iomem();
+  m.snapshot = devices::participation_of(*dev);
   m.owned = std::move(dev);
   return m;
 }
@@ -122,16 +127,16 @@ const std::vector<BoardSlot>& board_slots() {
   static const std::vector<BoardSlot> slots{
       // name          port windows                  MMIO window   GSIs     testdev maker
       {"pit",          {{0x40, 4}, {0x61, 1}},       {},           {0},     false, make_pit},
-      {"com1",         {{0x3f8, 8}},                 {},           {4},     false, make_com1},
+      {"uart",         {{0x3f8, 8}},                 {},           {4},     false, make_uart},
       {"rtc",          {{0x70, 2}},                  {},           {8},     false, make_rtc},
       {"i8042",        {{0x60, 1}, {0x64, 1}},       {},           {1, 12}, false, make_i8042},
-      {"debug exit",   {{0xf4, 4}},                  {},           {},      false, make_debug_exit},
-      {"post",         {{0x80, 1}},                  {},           {},      false, make_post_port},
+      {"debug_exit",   {{0xf4, 4}},                  {},           {},      false, make_debug_exit},
+      {"post_port",    {{0x80, 1}},                  {},           {},      false, make_post_port},
       {"pvpanic",      {{0x505, 1}},                 {},           {},      false, make_pvpanic},
       // QEMU's PIIX4 PM_IO_BASE: PM1a event 0x600, control 0x604, timer 0x608; SCI on GSI 9.
-      {"acpi pm",      {{0x600, devices::AcpiPm::kPortCount}}, {}, {9},     false, make_acpi_pm},
+      {"acpi_pm",      {{0x600, devices::AcpiPm::kPortCount}}, {}, {9},     false, make_acpi_pm},
       {"fw_cfg",       {{0x510, 2}},                 {},           {},      true,  make_fw_cfg},
-      {"pc-testdev",   {{0xe0, 4}, {0xe4, 4}, {0xe8, 4}, {0x2000, 24}},
+      {"pc_testdev",   {{0xe0, 4}, {0xe4, 4}, {0xe8, 4}, {0x2000, 24}},
                        board::Window{0xff000000, 0x10000},         {},      true,  make_pc_testdev},
   };
   return slots;
@@ -142,6 +147,15 @@ std::optional<std::uint16_t> board_port_of(std::string_view name) {
     if (s.name == name && !s.ports.empty()) return s.ports[0].base;
   }
   return std::nullopt;
+}
+
+void check_snapshot_participation(const BoardSlot& slot, const Mounted& mounted) {
+  if (!mounted.owned && !mounted.borrowed) return;  // nothing mounted (the PIT with --pit kvm)
+  if (mounted.snapshot.declared()) return;
+  throw VmmError(ExitCode::kHostFailure,
+                 "board slot '" + std::string(slot.name) +
+                     "': its device declares no snapshot participation (a record, or "
+                     "kStatelessBecause; devices/bus/device_state.h)");
 }
 
 devices::IrqLine& BoardContext::irq(std::uint32_t gsi, IrqInject inject) {
@@ -164,6 +178,7 @@ PcBoard::~PcBoard() = default;
 
 void PcBoard::mount(BoardContext& ctx, const BoardSlot& slot) {
   Mounted m = slot.make(ctx, slot);
+  check_snapshot_participation(slot, m);
   // A slot whose maker mounted nothing (the PIT with --pit kvm) has no windows of ours.
   for (std::size_t i = 0; i < m.ports.size() && i < slot.ports.size(); ++i) {
     io_.attach(slot.ports[i].base, slot.ports[i].count, *m.ports[i]);
@@ -191,7 +206,7 @@ bool PcBoard::flush_guest_page(std::uint64_t page_gpa) noexcept {
   void* host = mem.slice(page_gpa, kPageBytes).data();
   if (::mprotect(host, kPageBytes, PROT_READ) != 0 ||
       ::mprotect(host, kPageBytes, PROT_READ | PROT_WRITE) != 0) {
-    log::warn("pc-testdev: flush of page {:#x}: mprotect: {}", page_gpa, std::strerror(errno));
+    log::warn("pc_testdev: flush of page {:#x}: mprotect: {}", page_gpa, std::strerror(errno));
   }
   return true;
 }
@@ -204,17 +219,14 @@ void PcBoard::report(nlohmann::json& devices) const {
 }
 
 std::vector<devices::StatefulDevice*> PcBoard::stateful() const {
+  // The owned devices first and the borrowed PIT last, as snapshots were written before
+  // participation was declared (sections are found by name; the order only keeps files alike).
   std::vector<devices::StatefulDevice*> out;
-  auto add = [&out](const void* p, devices::StatefulDevice* d) {
-    if (p && d) out.push_back(d);
-  };
-  for (const Mounted& m : mounted_) {
-    if (!m.owned) continue;  // the PIT, borrowed: below
-    add(m.owned.get(), dynamic_cast<devices::StatefulDevice*>(m.owned.get()));
-  }
-  if (pit_) {
-    add(pit_->pit(), dynamic_cast<devices::StatefulDevice*>(pit_->pit()));
-    add(pit_->speaker(), dynamic_cast<devices::StatefulDevice*>(pit_->speaker()));
+  for (const bool owned : {true, false}) {
+    for (const Mounted& m : mounted_) {
+      if (static_cast<bool>(m.owned) != owned) continue;
+      out.insert(out.end(), m.snapshot.records.begin(), m.snapshot.records.end());
+    }
   }
   return out;
 }

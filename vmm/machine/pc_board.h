@@ -61,19 +61,24 @@ struct BoardContext {
 };
 
 // A device made by its slot: the device (it reports itself), the handler of each of the
-// slot's port windows in order, and the handler of its MMIO window. A device the board does
-// not own (the PIT is its PitAssembly's) comes as `borrowed`.
+// slot's port windows in order, the handler of its MMIO window, and its snapshot participation
+// (devices/bus/device_state.h): a slot whose device declares none fails the board's start-up
+// (check_snapshot_participation()). A device the board does not own (the PIT is its
+// PitAssembly's) comes as `borrowed`.
 struct Mounted {
   std::unique_ptr<devices::ReportingDevice> owned;
   const devices::ReportingDevice* borrowed = nullptr;
   std::vector<devices::PortIoDevice*> ports;
   devices::MmioDevice* mmio = nullptr;
+  devices::SnapshotParticipation snapshot;
 
-  // The common case: one object that is the device, its report and its one port window.
+  // The common case: one object that is the device, its report and its one port window. A
+  // device that declares no participation does not build here.
   template <typename Device>
   static Mounted one(std::unique_ptr<Device> device) {
     Mounted m;
     m.ports = {device.get()};
+    m.snapshot = devices::participation_of(*device);
     m.owned = std::move(device);
     return m;
   }
@@ -88,6 +93,10 @@ struct BoardSlot {
   bool testdev = false;                // only with --testdev
   Mounted (*make)(BoardContext& ctx, const BoardSlot& slot);
 };
+
+// Throws VmmError naming the slot when it mounted a device that declares no snapshot
+// participation: the snapshot would skip it and a restore would hand the guest a reset device.
+void check_snapshot_participation(const BoardSlot& slot, const Mounted& mounted);
 
 // The board's table, in mounting order.
 const std::vector<BoardSlot>& board_slots();
@@ -121,8 +130,9 @@ class PcBoard {
   // nothing on the buses decoded.
   void report(nlohmann::json& devices) const;
 
-  // Every device that keeps state for a snapshot (devices/bus/device_state.h), in slot order;
-  // with --pit kvm the PIT is KVM's (its state is the VM's, vmm/snapshot/kvm_state.h).
+  // Every record the mounted devices declared (devices/bus/device_state.h): the owned devices'
+  // in slot order, then the PIT's; with --pit kvm the PIT is KVM's (its state is the VM's,
+  // vmm/snapshot/kvm_state.h).
   std::vector<devices::StatefulDevice*> stateful() const;
 
   // The slots' makers hand these back (COM1 and the PIT are the machine's business too).

@@ -63,7 +63,6 @@ void VirtioBoard::add_nic(const Config& config, MachineLoop& loop, std::size_t i
   opts.mac[5] = static_cast<std::uint8_t>(opts.mac[5] + index);
   if (config.nets[index].mac) opts.mac = *config.nets[index].mac;
   const std::string label = "net" + std::to_string(index);
-  opts.report_key = "virtio_" + label;  // beside its transport's counters
   // A notify or a status write that exits to a vCPU thread is handed to the loop, which owns
   // the back-end (devices/virtio/net/virtio_net.h).
   auto nic = std::make_unique<devices::VirtioNet>(

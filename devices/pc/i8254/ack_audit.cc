@@ -58,7 +58,7 @@ bool AckAudit::acknowledged_yet(std::uint64_t acks, std::uint64_t sent) noexcept
   // Nothing is concluded before the guest's first acknowledgement: until then it may simply
   // not have enabled interrupts, or take the IRQ through a path that never reports one.
   if (sent >= kAcklessEdgesLimit) {
-    log::info("i8254: no acknowledgement of IRQ0 in {} edges; ticks go out unchecked", sent);
+    log::info("pit: no acknowledgement of IRQ0 in {} edges; ticks go out unchecked", sent);
     unavailable_ = true;
     abandoned_ = true;
     line_.stop_acknowledgements();
@@ -75,7 +75,7 @@ void AckAudit::check_stuck(std::uint64_t acks, std::uint64_t sent) noexcept {
   acks_moved_sent_ = sent;  // the next release, if it is still stuck, after as many again
   if (!line_.release_held_level()) return;
   ++level_releases_;
-  log::info("i8254: IRQ0 unacknowledged for {} edges; released the level its wire held",
+  log::info("pit: IRQ0 unacknowledged for {} edges; released the level its wire held",
             kStuckEdgesLimit);
 }
 

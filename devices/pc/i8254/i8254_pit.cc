@@ -100,7 +100,7 @@ std::uint8_t I8254Pit::read_byte_locked(std::uint16_t offset, Nanos now) noexcep
   if (offset < kControlOffset) return channels_[offset].read(now);
   // The control word register is write-only; past it is port 0x44, not ours.
   if (++stats_.bad_accesses <= kMaxBadAccessLogs) {
-    log::debug("guest: i8254 read of offset {}", offset);
+    log::debug("guest: pit read of offset {}", offset);
   }
   return kFloatingBus;
 }
@@ -112,7 +112,7 @@ void I8254Pit::write_byte_locked(std::uint16_t offset, std::uint8_t value, Nanos
   }
   if (offset > kControlOffset) {
     if (++stats_.bad_accesses <= kMaxBadAccessLogs) {
-      log::debug("guest: i8254 write 0x{:02x} to offset {}", value, offset);
+      log::debug("guest: pit write 0x{:02x} to offset {}", value, offset);
     }
     return;
   }

@@ -88,7 +88,7 @@ class I8254Pit final : public PortIoDevice, public ReportingDevice, public State
   I8254Pit(const I8254Pit&) = delete;
   I8254Pit& operator=(const I8254Pit&) = delete;
 
-  std::string_view name() const noexcept override { return "i8254-pit"; }
+  std::string_view name() const noexcept override { return report_key(); }
 
   // The ports are 8 bits wide. An access of width > 1 at offset N is the byte access repeated at
   // N, N+1, ... the way the ISA bus splits a 16-bit `in ax, 0x40` into 0x40 then 0x41; bytes

@@ -180,7 +180,7 @@ void TickDelivery::fall_back_locked(Nanos now) noexcept {
                          ? train_first_
                          : train_first_ + ((now - train_first_) / period_ + 1) * period_;
   fallback_timer_.arm_periodic(next, period_);
-  log::debug("i8254: pulse train held ({} edges missed, {} merged so far); the PIT's timer "
+  log::debug("pit: pulse train held ({} edges missed, {} merged so far); the PIT's timer "
              "delivers for {} ms",
              stats_.ticks_missed, trouble_seen_, (fallback_until_ - now).count() / 1'000'000);
 }

@@ -150,7 +150,7 @@ void VirtioNet::transmit_turn() noexcept {
           case TxFrameError::kOffloadRequested: ++stats_.tx_offload_refused; break;
           default: ++stats_.tx_malformed; break;
         }
-        log::debug("virtio-net: transmit chain {} refused ({})", head,
+        log::debug("virtio_net: transmit chain {} refused ({})", head,
                    tx_frame_error_name(f.error));
         complete_locked(kTransmitQueue, head, 0, generation);
         continue;

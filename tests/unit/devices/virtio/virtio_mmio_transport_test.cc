@@ -56,6 +56,9 @@ struct FakeDevice final : VirtioDevice {
     host = nullptr;
     ++resets;
   }
+  // Stateless beyond its queues, which the transport's record holds.
+  void save_state(minivmm::devices::StateWriter&) const override {}
+  void load_state(minivmm::devices::StateReader&) override {}
   VirtioQueueHost* host = nullptr;
   std::uint64_t features = 0;
   int activations = 0, resets = 0;

@@ -80,7 +80,7 @@ TEST(BoardLayoutTest, OnlyTheTestDevicesAreOptIn) {
   for (const BoardSlot& s : board_slots()) {
     if (s.testdev) testdev.insert(std::string(s.name));
   }
-  EXPECT_EQ(testdev, (std::set<std::string>{"fw_cfg", "pc-testdev"}));
+  EXPECT_EQ(testdev, (std::set<std::string>{"fw_cfg", "pc_testdev"}));
 }
 
 }  // namespace

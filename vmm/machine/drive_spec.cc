@@ -1,4 +1,4 @@
-#include "vmm/cli/drive_spec.h"
+#include "vmm/machine/drive_spec.h"
 
 namespace minivmm::vmm {
 

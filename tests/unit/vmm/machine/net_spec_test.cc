@@ -1,5 +1,5 @@
-// `--net` specs (vmm/cli/net_spec.h): every form, and one clear line for each mistake.
-#include "vmm/cli/net_spec.h"
+// `--net` specs (vmm/machine/net_spec.h): every form, and one clear line for each mistake.
+#include "vmm/machine/net_spec.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "vmm/cli/net_spec.h"
+#include "vmm/machine/net_spec.h"
 
 #include <cstdlib>
 

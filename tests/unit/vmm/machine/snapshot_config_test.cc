@@ -1,12 +1,12 @@
-// The configuration a snapshot keeps (vmm/snapshot/snapshot_config.h): it reads back as
+// The configuration a snapshot keeps (vmm/machine/snapshot_config.h): it reads back as
 // written, a record from a hostile file is refused, and a restore's command line may add the
 // host's business but not contradict what the guest sees.
-#include "vmm/snapshot/snapshot_config.h"
+#include "vmm/machine/snapshot_config.h"
 
 #include <gtest/gtest.h>
 
 #include "devices/bus/device_state.h"
-#include "vmm/cli/net_spec.h"
+#include "vmm/machine/net_spec.h"
 
 namespace minivmm::vmm {
 namespace {
@@ -50,11 +50,33 @@ TEST(SnapshotConfigTest, HostileRecordsAreRefused) {
   longer.push_back(0);
   EXPECT_THROW(load_machine_config(longer), devices::StateError);
   auto cpus = record;
-  cpus[8] = 99;  // the vCPU count follows the RAM size
+  cpus[9] = 99;  // the vCPU count follows the layout version and the RAM size
   EXPECT_THROW(load_machine_config(cpus), devices::StateError);
   auto pit = record;
-  pit[12] = 7;  // no such PIT
+  pit[13] = 7;  // no such PIT
   EXPECT_THROW(load_machine_config(pit), devices::StateError);
+}
+
+// Issue 34: the record has a layout version. One written before it had one (layout 1: the
+// same fields, no version byte, so its first byte is the whole-page RAM size's low byte, 0)
+// restores; another version is refused by number, in one line.
+TEST(SnapshotConfigTest, AnUnversionedRecordLoadsAndAnotherVersionIsRefusedByNumber) {
+  const auto record = save_machine_config(guest_config(), {1 << 20});
+  ASSERT_EQ(record[0], 2);
+  const std::vector<std::uint8_t> layout1(record.begin() + 1, record.end());
+  ASSERT_EQ(layout1[0], 0);
+  const SavedMachine s = load_machine_config(layout1);
+  EXPECT_EQ(s.config.memory_bytes, 128ull << 20);
+  EXPECT_EQ(s.config.cpus, 4u);
+  EXPECT_EQ(s.config.nets.size(), 1u);
+  auto v3 = record;
+  v3[0] = 3;
+  try {
+    (void)load_machine_config(v3);
+    FAIL() << "accepted";
+  } catch (const devices::StateError& e) {
+    EXPECT_STREQ(e.what(), "config state: layout version 3 (this build reads 1 and 2)");
+  }
 }
 
 TEST(SnapshotConfigTest, TheHostsBusinessIsTheCommandLines) {

@@ -1,6 +1,6 @@
 // --drive FILE[,ro][,aio=io_uring|threads]: what is accepted and the one-line reasons for what
 // is not.
-#include "vmm/cli/drive_spec.h"
+#include "vmm/machine/drive_spec.h"
 
 #include <gtest/gtest.h>
 

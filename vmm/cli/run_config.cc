@@ -1,0 +1,166 @@
+// `minivmm run`'s options judged into a Config: every check of user input here comes before
+// /dev/kvm, and each failure is one line on stderr and the usage exit code.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "vmm/cli/run_command.h"
+#include "vmm/cli/size_parser.h"
+#include "vmm/exit_code.h"
+#include "vmm/machine/virtio_mmio_devices.h"
+#include "vmm/vmm_error.h"
+
+namespace minivmm::vmm {
+namespace {
+
+int usage(const std::string& line) {
+  std::fprintf(stderr, "minivmm: error: %s\n", line.c_str());
+  return to_int(ExitCode::kUsage);
+}
+
+// --restore against the options that only a boot or only a restore takes.
+std::optional<int> check_restore_options(RunOptions& o) {
+  const bool restoring = o.gave("--restore");
+  if (!restoring && !o.gave("--kernel")) {
+    return usage("--kernel is required (or --restore a snapshot) (see 'minivmm run --help')");
+  }
+  if (restoring) {
+    for (const char* opt : {"--kernel", "--initrd", "--cmdline"}) {
+      if (o.gave(opt)) {
+        return usage(std::string(opt) +
+                     ": a restored guest is not booted (leave it out with --restore)");
+      }
+    }
+    if (o.restore_path.empty()) return usage("--restore: the path is empty");
+  } else if (!o.restore_drives.empty()) {
+    return usage("--restore-drive is for --restore");
+  } else if (o.config.reset_rounds > 0) {
+    return usage("--reset-on-exit is for --restore (a reset goes back to the snapshot it was "
+                 "restored from)");
+  } else if (!o.mailbox.empty()) {
+    return usage("--mailbox is for --restore (a reset goes back to the snapshot it was "
+                 "restored from)");
+  }
+  if (!o.mailbox.empty()) {
+    const auto range = parse_mailbox(o.mailbox);
+    if (!range) {
+      return usage("--mailbox: '" + one_line(o.mailbox) +
+                   "' is not GPA,SIZE with both page-aligned and SIZE > 0 (e.g. 0x200000,4096)");
+    }
+    o.config.mailbox_gpa = range->first;
+    o.config.mailbox_bytes = range->second;
+  }
+  return std::nullopt;
+}
+
+// What the guest sees: RAM, vCPUs, the PIT, the CPU model.
+std::optional<int> parse_guest_options(RunOptions& o) {
+  Config& c = o.config;
+  const auto mem = parse_size(o.memory);
+  if (!mem) return usage("--memory: '" + o.memory + "' is not a size (try 64M or 1G)");
+  c.memory_bytes = *mem;
+  // By hand rather than CLI::Range: one line, naming the limit, for every bad spelling.
+  std::uint64_t n = 0;
+  bool ok = !o.cpus.empty() && o.cpus.size() <= 6;
+  for (const char ch : o.cpus) {
+    ok = ok && ch >= '0' && ch <= '9';
+    if (ok) n = n * 10 + static_cast<std::uint64_t>(ch - '0');
+  }
+  if (!ok || n < 1 || n > kMaxVcpus) {
+    return usage("--cpus: '" + o.cpus + "' is not a vCPU count from 1 to " +
+                 std::to_string(kMaxVcpus));
+  }
+  c.cpus = static_cast<std::uint32_t>(n);
+  if (o.pit == "kvm" && o.gave("--pit-tick")) {
+    return usage("--pit-tick: KVM's in-kernel PIT (--pit kvm) delivers its own ticks; "
+                 "--pit-tick applies to --pit user");
+  }
+  c.pit = o.pit == "kvm" ? PitMode::kKvm : PitMode::kUser;
+  c.pit_tick = o.pit_tick == "vcpu"     ? PitTick::kVcpu
+               : o.pit_tick == "kernel" ? PitTick::kHostKernel
+                                        : PitTick::kLoop;
+  c.lost_ticks = o.lost == "discard" ? devices::LostTickPolicy::kDiscard
+                                     : devices::LostTickPolicy::kDelay;
+  c.cpu = *parse_cpu_model(o.cpu);
+  // Checked here, not when KVM's CPUID is filtered: user input is judged before /dev/kvm.
+  for (const std::string& name : c.cpuid_mask) {
+    const auto& known = known_cpuid_features();
+    if (std::none_of(known.begin(), known.end(),
+                     [&](const CpuidFeature& f) { return f.name == name; })) {
+      return usage("--cpuid-mask: unknown CPUID feature '" + name + "'");
+    }
+  }
+  c.virtio_console = o.console == "virtio";
+  return std::nullopt;
+}
+
+// The host's business: how long, which alarm and poller, console input, the sandbox.
+std::optional<int> parse_host_options(RunOptions& o) {
+  Config& c = o.config;
+  c.alarm = *timers::parse_alarm_kind(o.alarm);
+  c.poller = *loop::parse_poller_kind(o.poll);
+  // CLI::Range lets NaN through (every comparison with it is false).
+  if (std::isnan(o.duration)) return usage("--duration: not a number");
+  if (o.duration > 0) c.duration_s = o.duration;
+  c.console_input = !o.no_input;
+  if (o.irq_inject != "auto") c.irq_inject_ioctl = o.irq_inject == "ioctl";
+  if (o.timer_slack > 0) c.timer_slack_ns = o.timer_slack;
+  if (o.gave("--cpu-affinity")) {
+    std::string why;
+    const auto affinity = parse_cpu_affinity(o.cpu_affinity, allowed_cpus(), why);
+    if (!affinity) return usage("--cpu-affinity: " + why);
+    c.cpu_affinity = *affinity;
+  }
+  c.seccomp = *parse_seccomp_mode(o.seccomp);
+  if (!o.seccomp_selftest.empty()) {
+    c.seccomp_selftest = parse_thread_kind(o.seccomp_selftest);
+    if (!c.seccomp_selftest) {
+      return usage("--seccomp-selftest: unknown thread kind '" + o.seccomp_selftest +
+                   "' (loop, vcpu, signals or blk)");
+    }
+  }
+  return std::nullopt;
+}
+
+// --drive and --net, each spec parsed, and the virtio windows they need counted; last, the
+// control socket's path (the order in which a command line's errors have always been said).
+std::optional<int> parse_device_specs(RunOptions& o) {
+  Config& c = o.config;
+  for (const std::string& spec : o.drives) {
+    std::string why;
+    const auto d = parse_drive_spec(spec, why);
+    if (!d) return usage("--drive: " + why);
+    c.drives.push_back(*d);
+  }
+  for (const std::string& spec : o.nets) {
+    std::string why;
+    const auto n = parse_net_spec(spec, why);
+    if (!n) return usage("--net: " + why);
+    c.nets.push_back(*n);
+  }
+  // libslirp keeps global state: one user-mode network per process.
+  if (std::count_if(c.nets.begin(), c.nets.end(),
+                    [](const NetSpec& n) { return n.kind == NetSpec::Kind::kUser; }) > 1) {
+    return usage("--net: at most one user-mode network (--net user)");
+  }
+  if (c.virtio_devices() > VirtioMmioDevices::kMaxDevices) {
+    return usage("--drive, --net, --console virtio: at most " +
+                 std::to_string(VirtioMmioDevices::kMaxDevices) + " virtio devices");
+  }
+  if (o.gave("--api-socket") && c.api_socket.empty()) {
+    return usage("--api-socket: the path is empty");
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<int> build_run_config(RunOptions& o) {
+  for (auto step : {check_restore_options, parse_guest_options, parse_host_options,
+                    parse_device_specs}) {
+    if (const auto code = step(o)) return code;
+  }
+  return std::nullopt;
+}
+
+}  // namespace minivmm::vmm
