@@ -47,8 +47,8 @@ TEST(BoardParticipationTest, DeclaredOrNothingMountedStarts) {
 // snapshot section ("dev:<name>") and its log name. The pinned --stats keys
 // (tests/integration/report_keys/testdev.txt, a run with every slot) have each slot's name.
 TEST(BoardParticipationTest, EverySlotIsNamedByItsReportKey) {
-  const auto pins = std::filesystem::path(__FILE__).parent_path() /
-                    "../../../integration/report_keys/testdev.txt";
+  const auto pins =
+      std::filesystem::path(MINIVMM_TESTS_DIR) / "integration/report_keys/testdev.txt";
   std::ifstream in(pins);
   ASSERT_TRUE(in) << pins;
   std::set<std::string> keys;

@@ -17,11 +17,7 @@
 namespace minivmm::testrun {
 namespace {
 
-// tests/testrun/, from this file's place in the tree.
-std::string testrun_dir() {
-  std::string here = __FILE__;
-  return here.substr(0, here.rfind("/unit/vmm/testrun/")) + "/testrun";
-}
+std::string testrun_dir() { return std::string(MINIVMM_TESTS_DIR) + "/testrun"; }
 
 std::string sh_quote(const std::string& s) {
   std::string out = "'";
