@@ -18,6 +18,7 @@
 // only by the worker (or inline under mu_).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -87,7 +88,7 @@ class Virtio9p final : public VirtioDevice {
   bool stopping_ = false;            // guarded by mu_
   bool clunk_all_ = false;           // guarded by mu_: reset() asked the worker to clunk
   DescriptorChain chain_;            // guarded by mu_
-  std::uint64_t unanswerable_ = 0;   // guarded by mu_: chains with no room for an answer
+  std::atomic<std::uint64_t> unanswerable_{0};  // chains with no room for an answer
   std::vector<std::byte> request_, reply_;  // the worker's (or inline, under mu_)
 
   std::function<bool()> on_worker_start_;
