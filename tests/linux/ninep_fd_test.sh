@@ -12,6 +12,17 @@ if [[ $(id -u) -ne 0 ]] || ! grep -qw 9p /proc/filesystems; then
   echo "SKIP: needs root and a kernel with 9p (run it under scripts/nested_kvm.sh)"
   exit 77
 fi
+# trans=fd is a module of its own (9pnet_fd) that nested_kvm.sh's initramfs does not load: from
+# the unpacked kernel package it boots, with its busybox (the host may have no insmod).
+if [[ ! -d /sys/module/9pnet_fd ]]; then
+  nested=${MINIVMM_NESTED_CACHE:-$HOME/.cache/minivmm-nested}/root
+  ko=$nested/lib/modules/$(uname -r)/kernel/net/9p/9pnet_fd.ko
+  if [[ -f $ko ]]; then
+    "$nested/bin/busybox" insmod "$ko" || modprobe 9pnet_fd
+  else
+    modprobe 9pnet_fd 2>/dev/null
+  fi
+fi
 work=$(mktemp -d /tmp/ninep-fd-test.XXXXXX)
 mount -t tmpfs ninep-test "$work"  # the share's files on a tmpfs: not the nesting's 9p root
 # The served folders are one level deeper than the mount points, so that a relative symlink
@@ -39,7 +50,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$server" mount "$work/srv/share" "$work/mnt" >/dev/null || { echo "FAIL mount"; exit 1; }
+"$server" mount "$work/srv/share" "$work/mnt" >/dev/null ||
+  { echo "FAIL mount"; dmesg | tail -5; exit 1; }
 "$server" mount "$work/srv/ro" "$work/mnt-ro" ro >/dev/null || { echo "FAIL mount ro"; exit 1; }
 m=$work/mnt s=$work/srv/share r=$work/srv/ro
 

@@ -62,6 +62,15 @@ void serve(P9Server& server, int fd) {
     }
     if (!read_full(fd, req.data() + 4, size - 4)) return;
     const std::size_t n = server.handle(std::span(req).first(size), rep);
+    // NINEP_TRACE=1: each request's type and its answer's (Rlerror with its errno) on stderr.
+    static const bool trace = std::getenv("NINEP_TRACE") != nullptr;
+    if (trace && n >= 7) {
+      std::uint32_t err = 0;
+      if (static_cast<std::uint8_t>(rep[4]) == 7 && n >= 11) std::memcpy(&err, rep.data() + 7, 4);
+      std::fprintf(stderr, "9p: T%u -> R%u%s%s\n", static_cast<unsigned>(req[4]),
+                   static_cast<unsigned>(rep[4]), err != 0 ? " " : "",
+                   err != 0 ? std::strerror(static_cast<int>(err)) : "");
+    }
     if (n == 0 || !write_full(fd, rep.data(), n)) return;
   }
 }
