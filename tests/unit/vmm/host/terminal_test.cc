@@ -261,7 +261,10 @@ std::vector<TerminalDeath> terminal_deaths() {
   }
   for (const ThreadKind kind : kThreadKinds) {
     std::string kind_name(thread_kind_name(kind));
-    kind_name[0] = static_cast<char>(kind_name[0] - 'a' + 'A');
+    // Capitalized where it starts with a letter ("9p" stays as it is: a test name may hold it).
+    if (kind_name[0] >= 'a' && kind_name[0] <= 'z') {
+      kind_name[0] = static_cast<char>(kind_name[0] - 'a' + 'A');
+    }
     const std::string name = "SIGUSR1Under" + kind_name + "Filter";
     all.push_back({name, DeathHow::kRaisedUnderFilter, SIGUSR1, kind});
   }
