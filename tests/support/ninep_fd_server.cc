@@ -3,12 +3,15 @@
 // 9p (the nested guest of scripts/nested_kvm.sh; this project's hosts may have none).
 //
 //   ninep_fd_server mount DIR MOUNTPOINT [ro] [MSIZE]
+//   ninep_fd_server unlinked-fstat FILE
 //
 // Makes a socket pair, forks a server on one end and mounts the other as
 //   mount -t 9p -o trans=fd,rfdno=N,wfdno=N,version=9p2000.L,msize=MSIZE none MOUNTPOINT
 // then returns (0: mounted). The server runs until the client hangs up (umount), then writes
 // its counters to DIR/../ninep_fd_server.<pid>.stats and exits. Needs root (mount).
+#include <fcntl.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -77,7 +80,32 @@ void serve(P9Server& server, int fd) {
 
 }  // namespace
 
+// `ninep_fd_server unlinked-fstat FILE`: opens FILE, unlinks it, then fstat()s and reads the
+// open descriptor, printing "SIZE CONTENTS" (the table's unlink-while-open row, without
+// starting an interpreter, which under TCG took over a minute).
+int unlinked_fstat(const char* path) {
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || ::unlink(path) != 0) {
+    std::perror(path);
+    return 1;
+  }
+  struct stat st{};
+  if (::fstat(fd, &st) != 0) {
+    std::perror("fstat");
+    return 1;
+  }
+  char buf[64] = {};
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  if (n < 0) {
+    std::perror("read");
+    return 1;
+  }
+  std::printf("%lld %s", static_cast<long long>(st.st_size), buf);
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "unlinked-fstat") return unlinked_fstat(argv[2]);
   if (argc < 4 || std::string(argv[1]) != "mount") {
     std::fprintf(stderr, "usage: ninep_fd_server mount DIR MOUNTPOINT [ro] [MSIZE]\n");
     return 2;
