@@ -84,6 +84,9 @@ inline void add_guest_options(CLI::App* run, RunOptions& o) {
                   "virtio-net NIC: tap=IFNAME[,mac=M] (an existing TAP interface), tap-fd=N[,mac=M] "
                   "(a TAP descriptor passed in) or user[,hostfwd=PROTO:[HOSTADDR]:HOSTPORT-"
                   "[GUESTADDR]:GUESTPORT]...[,mac=M] (user-mode networking, libslirp); repeatable");
+  run->add_option("--share", o.shares,
+                  "virtio-9p share: HOSTDIR[,ro] (repeatable; mount tags share0, share1, ... "
+                  "in order; docs/9p.md)");
   run->add_option("--console", o.console, "guest console: serial (COM1) or virtio (virtio-console)")
       ->check(CLI::IsMember({"serial", "virtio"}))
       ->capture_default_str();
@@ -134,7 +137,7 @@ inline void add_host_options(CLI::App* run, RunOptions& o) {
   // syscall as soon as its filter is in place, so the tests can prove each kind is filtered
   // and reported (tests/integration/seccomp_test.cc).
   run->add_option("--seccomp-selftest", o.seccomp_selftest,
-                  "test hook: loop, vcpu, signals or blk makes a forbidden syscall")
+                  "test hook: loop, vcpu, signals, blk or 9p makes a forbidden syscall")
       ->group("");
   run->add_option("--cpu-affinity", o.cpu_affinity,
                   "pin threads to host CPUs: loop=CPU,vcpu=CPU (a CPU or a range a-b each; "

@@ -24,7 +24,7 @@ struct RunOptions {
   std::string alarm = std::string(timers::alarm_kind_name(Config{}.alarm));
   std::string poll = std::string(loop::poller_kind_name(Config{}.poller));
   std::string seccomp_selftest, cpu_affinity;
-  std::vector<std::string> drives, nets;
+  std::vector<std::string> drives, nets, shares;
   double duration = 0;
   std::int64_t timer_slack = -1;
   bool no_input = false;

@@ -25,7 +25,8 @@ std::optional<int> check_restore_options(RunOptions& o) {
     return usage("--kernel is required (or --restore a snapshot) (see 'minivmm run --help')");
   }
   if (restoring) {
-    for (const char* opt : {"--kernel", "--initrd", "--cmdline"}) {
+    // A run with a share refuses snapshots (docs/9p.md), so no snapshot has one to restore.
+    for (const char* opt : {"--kernel", "--initrd", "--cmdline", "--share"}) {
       if (o.gave(opt)) {
         return usage(std::string(opt) +
                      ": a restored guest is not booted (leave it out with --restore)");
@@ -116,13 +117,13 @@ std::optional<int> parse_host_options(RunOptions& o) {
     c.seccomp_selftest = parse_thread_kind(o.seccomp_selftest);
     if (!c.seccomp_selftest) {
       return usage("--seccomp-selftest: unknown thread kind '" + o.seccomp_selftest +
-                   "' (loop, vcpu, signals or blk)");
+                   "' (loop, vcpu, signals, blk or 9p)");
     }
   }
   return std::nullopt;
 }
 
-// --drive and --net, each spec parsed, and the virtio windows they need counted; last, the
+// --drive, --net and --share, each spec parsed, and the virtio windows they need counted; last, the
 // control socket's path (the order in which a command line's errors have always been said).
 std::optional<int> parse_device_specs(RunOptions& o) {
   Config& c = o.config;
@@ -138,13 +139,19 @@ std::optional<int> parse_device_specs(RunOptions& o) {
     if (!n) return usage("--net: " + why);
     c.nets.push_back(*n);
   }
+  for (const std::string& spec : o.shares) {
+    std::string why;
+    const auto sh = parse_share_spec(spec, c.shares.size(), why);
+    if (!sh) return usage("--share: " + why);
+    c.shares.push_back(*sh);
+  }
   // libslirp keeps global state: one user-mode network per process.
   if (std::count_if(c.nets.begin(), c.nets.end(),
                     [](const NetSpec& n) { return n.kind == NetSpec::Kind::kUser; }) > 1) {
     return usage("--net: at most one user-mode network (--net user)");
   }
   if (c.virtio_devices() > VirtioMmioDevices::kMaxDevices) {
-    return usage("--drive, --net, --console virtio: at most " +
+    return usage("--drive, --net, --share, --console virtio: at most " +
                  std::to_string(VirtioMmioDevices::kMaxDevices) + " virtio devices");
   }
   if (o.gave("--api-socket") && c.api_socket.empty()) {

@@ -13,6 +13,7 @@
 #include "vmm/vcpu/cpuid_policy.h"
 #include "vmm/machine/drive_spec.h"
 #include "vmm/machine/net_spec.h"
+#include "vmm/machine/share_spec.h"
 #include "vmm/sandbox/seccomp_mode.h"
 
 namespace minivmm::vmm {
@@ -68,10 +69,12 @@ struct Config {
   bool virtio_console = false;  // --console virtio: the guest console is virtio-console
   // --net: a virtio-net device each (docs/network.md), after the console and the disks.
   std::vector<NetSpec> nets;
+  // --share (virtio-9p, docs/9p.md): a 9p device each, after the NICs, tags share0, share1...
+  std::vector<ShareSpec> shares;
 
-  // The virtio-mmio devices in board order: the console, the disks, the NICs.
+  // The virtio-mmio devices in board order: the console, the disks, the NICs, the shares.
   std::size_t virtio_devices() const noexcept {
-    return (virtio_console ? 1 : 0) + drives.size() + nets.size();
+    return (virtio_console ? 1 : 0) + drives.size() + nets.size() + shares.size();
   }
   // --testdev: QEMU's fw_cfg and pc-testdev (kvm-unit-tests' devices), its ports and its 24
   // IRQ lines; off, a guest cannot drive arbitrary GSIs.

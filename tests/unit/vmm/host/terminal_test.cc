@@ -121,6 +121,7 @@ SyscallAllowList terminal_allow_list(ThreadKind kind) {
     case ThreadKind::kLoop: return loop_allow_list(facts);
     case ThreadKind::kVcpu: return vcpu_allow_list(facts, -1);
     case ThreadKind::kSignals: return signals_allow_list(facts);
+    case ThreadKind::kNinepWorker: return ninep_worker_allow_list(facts);
     case ThreadKind::kBlkWorker:
     case ThreadKind::kCount: break;
   }
@@ -260,7 +261,10 @@ std::vector<TerminalDeath> terminal_deaths() {
   }
   for (const ThreadKind kind : kThreadKinds) {
     std::string kind_name(thread_kind_name(kind));
-    kind_name[0] = static_cast<char>(kind_name[0] - 'a' + 'A');
+    // Capitalized where it starts with a letter ("9p" stays as it is: a test name may hold it).
+    if (kind_name[0] >= 'a' && kind_name[0] <= 'z') {
+      kind_name[0] = static_cast<char>(kind_name[0] - 'a' + 'A');
+    }
     const std::string name = "SIGUSR1Under" + kind_name + "Filter";
     all.push_back({name, DeathHow::kRaisedUnderFilter, SIGUSR1, kind});
   }
