@@ -14,6 +14,7 @@
 
 #include "devices/log/log.h"
 #include "vmm/host/crash_signals.h"
+#include "vmm/gdb/gdb_stub.h"
 #include "vmm/machine/machine.h"
 #include "vmm/host/output_file.h"
 #include "vmm/cli/size_parser.h"
@@ -161,6 +162,14 @@ int main(int argc, char** argv) {
   run->add_option("--cpuid-mask", c.cpuid_mask, "CPUID features to hide, e.g. cx16,xsave")
       ->delimiter(',');
   run->add_option("--api-socket", c.api_socket, "control socket path");
+  // The gdb stub (docs/gdb.md).
+  run->add_option("--gdb", c.gdb,
+                  "serve gdb's remote protocol on tcp:[HOST]:PORT (loopback by default) or "
+                  "unix:PATH (mode 0600)");
+  run->add_flag("--gdb-wait", c.gdb_wait, "with --gdb: stop before the first guest instruction");
+  run->add_flag("--gdb-on-fault", c.gdb_on_fault,
+                "with --gdb: a guest that panics (pvpanic) or triple-faults waits for the "
+                "debugger instead of ending the run");
   run->add_flag("--interactive", c.interactive,
                 "raw terminal for the guest console (Ctrl-A x quits, Ctrl-A Ctrl-A sends Ctrl-A)");
   std::string irq_inject = "auto";
@@ -378,6 +387,15 @@ int main(int argc, char** argv) {
     return to_int(ExitCode::kUsage);
   }
 
+  if (run->count("--gdb") > 0 && !minivmm::vmm::gdb::parse_gdb_address(c.gdb)) {
+    std::fprintf(stderr, "minivmm: error: --gdb: want tcp:[HOST]:PORT or unix:PATH, not '%s'\n",
+                 c.gdb.c_str());
+    return to_int(ExitCode::kUsage);
+  }
+  if ((c.gdb_wait || c.gdb_on_fault) && c.gdb.empty()) {
+    std::fprintf(stderr, "minivmm: error: --gdb-wait and --gdb-on-fault need --gdb\n");
+    return to_int(ExitCode::kUsage);
+  }
   if (run->count("--api-socket") > 0 && c.api_socket.empty()) {
     std::fprintf(stderr, "minivmm: error: --api-socket: the path is empty\n");
     return to_int(ExitCode::kUsage);

@@ -71,6 +71,17 @@ void Session::stopped(const StopEvent& ev) {
   reply(stop_reply(ev));
 }
 
+void Session::exited(int status) {
+  if (finished_) return;
+  if (running_) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "W%02x", status & 0xff);
+    reply(buf);
+  }
+  running_ = false;
+  finished_ = true;
+}
+
 void Session::reply(std::string_view payload) {
   last_sent_ = frame_packet(payload);
   send_(last_sent_);

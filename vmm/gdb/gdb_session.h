@@ -52,6 +52,9 @@ class Session {
   // The target stopped after resume() or interrupt(): the stop reply goes out. Ignored if the
   // guest was not running for gdb (a stop reported twice).
   void stopped(const StopEvent& ev);
+  // The run ended with this exit status: a gdb waiting for a stop is told the guest exited
+  // (W), and the session is over.
+  void exited(int status);
   bool running() const noexcept { return running_; }
   // The client detached or killed: the connection should close once the reply is out.
   bool finished() const noexcept { return finished_; }

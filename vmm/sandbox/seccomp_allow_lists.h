@@ -28,6 +28,7 @@ struct SeccompFacts {
   bool blk_uring = false;          // a virtio-blk disk on io_uring (set when one was created)
   bool net_tap = false;            // --net tap=, tap-fd=: a TAP descriptor on the loop
   bool net_user = false;           // --net user: libslirp's sockets on the loop
+  bool gdb = false;                // --gdb: the stub's socket and its vCPU ioctls on the loop
   bool restored = false;
   bool reset_on_exit = false;      // --reset-on-exit: the loop resets the guest without a socket           // --restore: guest RAM is the snapshot file, mapped
   // A sanitizer runtime shares every thread (MINIVMM_SANITIZER_RUNTIME): its own syscalls.

@@ -411,6 +411,18 @@ TEST(GdbSessionTest, VCont) {
   EXPECT_EQ(rig.target.resumes.size(), 3u);
 }
 
+TEST(GdbSessionTest, RunEndTellsAWaitingClient) {
+  Rig rig;
+  rig.ask("c");
+  rig.out.clear();
+  rig.session.exited(16);
+  EXPECT_EQ(rig.out, frame_packet("W10"));
+  EXPECT_TRUE(rig.session.finished());
+  Rig idle;
+  idle.session.exited(0);  // nobody waits for a stop: nothing unasked for
+  EXPECT_EQ(idle.out, "");
+}
+
 TEST(GdbSessionTest, DetachAndKill) {
   {
     Rig rig;
