@@ -161,11 +161,20 @@ void GdbStub::deliver_debug_stop() {
 }
 
 bool GdbStub::hold_fault(int status, const std::string& why) {
-  if (!opts_.on_fault) return false;
-  if (status != to_int(ExitCode::kTripleFault) && status != to_int(ExitCode::kGuestPanicked)) {
-    return false;
+  if (!opts_.on_fault || releasing_.load()) return false;
+  const bool fault =
+      status == to_int(ExitCode::kTripleFault) || status == to_int(ExitCode::kGuestPanicked);
+  if (fault_held_.load()) {
+    // Held: the guest's own later ends (the vCPU that wrote pvpanic runs a few instructions
+    // more before the loop stops it, and may reach its debug exit) wait with it; a signal or a
+    // host failure does not.
+    const bool host = status == to_int(ExitCode::kSigint) || status == to_int(ExitCode::kSigterm) ||
+                      status == to_int(ExitCode::kSighup) ||
+                      status == to_int(ExitCode::kHostFailure) ||
+                      status == to_int(ExitCode::kSeccompViolation);
+    return !host;
   }
-  if (fault_held_.exchange(true)) return false;  // the second end (gdb left) goes through
+  if (!fault || fault_held_.exchange(true)) return false;
   fault_status_ = status;
   fault_why_ = why;
   loop_.schedule([this] {
@@ -272,7 +281,10 @@ void GdbStub::close_client(bool detach) {
     }
   }
   // A held fault ends the run as it would have once gdb is done with it.
-  if (fault_held_.load()) machine_.end_run(fault_status_, fault_why_);
+  if (fault_held_.load()) {
+    releasing_ = true;
+    machine_.end_run(fault_status_, fault_why_);
+  }
 }
 
 }  // namespace minivmm::vmm::gdb

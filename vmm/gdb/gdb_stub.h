@@ -101,6 +101,7 @@ class GdbStub {
   bool stopped_for_gdb_ = false;  // the stub holds the guest paused
   StopEvent held_stop_{};         // what `?` says for a new client
   std::atomic<bool> fault_held_{false};
+  std::atomic<bool> releasing_{false};  // gdb left a held fault: the run's end goes through
   int fault_status_ = 0;   // written once, before the loop is told (schedule)
   std::string fault_why_;
   KvmGdbHooks machine_;
