@@ -196,7 +196,9 @@ BreakResult KvmGdbTarget::insert_breakpoint(BreakType type, std::uint64_t addr,
     sw_breaks_[addr] = {*gpa, orig};
     return BreakResult::kOk;
   }
-  if (type == BreakType::kRead) return BreakResult::kUnsupported;
+  // x86 has no read-only data breakpoint. An error, not the empty reply: gdb then says it
+  // could not insert the watchpoint instead of running on without it.
+  if (type == BreakType::kRead) return BreakResult::kError;
   const std::uint64_t len = type == BreakType::kHardware ? 1 : kind;
   if (!dr7_len(len) || addr % len != 0) return BreakResult::kError;
   for (HwSlot& s : hw_) {
