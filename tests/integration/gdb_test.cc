@@ -167,6 +167,11 @@ TEST(BootGdbTest, StepOverATick) {
   EXPECT_TRUE(has(out, "<kmain+")) << out;
   RunResult r = finish_minivmm(c, 90);
   expect_ran_on(r, 250);
+  ASSERT_TRUE(r.stats);
+  const auto& g = (*r.stats)["gdb"];
+  EXPECT_EQ(g["connections"], 1) << g.dump();
+  EXPECT_GE(g["steps"].get<int>(), 25) << g.dump();
+  EXPECT_GE(g["debug_exits"].get<int>(), 27) << g.dump();  // two breakpoint hits, the steps
 }
 
 TEST(BootGdbTest, TwoVcpusAreTwoThreads) {
@@ -292,6 +297,9 @@ TEST(BootGdbTest, SecondClientRefusedCleanly) {
   RunResult r = finish_minivmm(c, 90);
   expect_ran_on(r, 250);
   EXPECT_TRUE(has(r.err, "a second client refused")) << r.err;
+  ASSERT_TRUE(r.stats);
+  EXPECT_EQ((*r.stats)["gdb"]["refused"], 1) << r.stats->dump();
+  EXPECT_EQ((*r.stats)["gdb"]["bad_checksums"], 1) << r.stats->dump();
   EXPECT_NE(::access(path.c_str(), F_OK), 0);  // removed at exit
 }
 

@@ -193,6 +193,63 @@ bool GdbStub::hold_fault(int status, const std::string& why) {
   return true;
 }
 
+void GdbStub::add_session_stats() {
+  if (!session_) return;
+  const SessionStats& s = session_->stats();
+  past_sessions_.packets += s.packets;
+  past_sessions_.unsupported += s.unsupported;
+  past_sessions_.errors += s.errors;
+  past_sessions_.resumes += s.resumes;
+  past_sessions_.steps += s.steps;
+  past_sessions_.stops += s.stops;
+  past_sessions_.interrupts += s.interrupts;
+  const FramingStats& f = session_->framing();
+  past_framing_.bad_checksums += f.bad_checksums;
+  past_framing_.oversized += f.oversized;
+  past_framing_.junk_bytes += f.junk_bytes;
+  past_framing_.nacks += f.nacks;
+}
+
+nlohmann::json GdbStub::stats_json() const {
+  SessionStats s = past_sessions_;
+  FramingStats f = past_framing_;
+  if (session_) {
+    const SessionStats& c = session_->stats();
+    s.packets += c.packets;
+    s.unsupported += c.unsupported;
+    s.errors += c.errors;
+    s.resumes += c.resumes;
+    s.steps += c.steps;
+    s.stops += c.stops;
+    s.interrupts += c.interrupts;
+    f.bad_checksums += session_->framing().bad_checksums;
+    f.oversized += session_->framing().oversized;
+    f.junk_bytes += session_->framing().junk_bytes;
+    f.nacks += session_->framing().nacks;
+  }
+  const KvmGdbStats t = target_->stats();
+  return {{"where", where_},
+          {"connections", stats_.connections},
+          {"refused", stats_.refused},
+          {"stops", stats_.stops},
+          {"stale_stops", stats_.stale_stops},
+          {"faults_held", stats_.faults_held},
+          {"packets", s.packets},
+          {"unsupported_packets", s.unsupported},
+          {"error_replies", s.errors},
+          {"resumes", s.resumes},
+          {"steps", s.steps},
+          {"interrupts", s.interrupts},
+          {"bad_checksums", f.bad_checksums},
+          {"oversized_packets", f.oversized},
+          {"junk_bytes", f.junk_bytes},
+          {"nacks", f.nacks},
+          {"debug_exits", t.debug_exits},
+          {"guest_int3_reinjected", t.guest_int3_reinjected},
+          {"kvmclock_ctrl", t.kvmclock_ctrl},
+          {"translate_failures", t.translate_failures}};
+}
+
 void GdbStub::run_ended(int status) {
   if (!session_) return;
   session_->exited(status);
@@ -270,6 +327,7 @@ void GdbStub::close_client(bool detach) {
   out_.clear();
   loop_.unwatch(client_fd_.get());
   client_fd_.reset();
+  add_session_stats();
   session_.reset();
   log::info("gdb: client gone");
   if (detach) {

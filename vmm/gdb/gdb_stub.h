@@ -22,6 +22,8 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "loop/event_loop.h"
 #include "vmm/gdb/gdb_session.h"
 #include "vmm/gdb/kvm_gdb_target.h"
@@ -79,6 +81,8 @@ class GdbStub {
   void run_ended(int status);
 
   GdbStubStats stats() const noexcept { return stats_; }
+  // The run report's "gdb" section: the stub's, every session's (summed) and the target's.
+  nlohmann::json stats_json() const;
   KvmGdbStats target_stats() const { return target_->stats(); }
 
  private:
@@ -89,6 +93,7 @@ class GdbStub {
   void close_client(bool detach);
   void deliver_debug_stop();
   void stop_for_gdb();
+  void add_session_stats();
 
   GdbOptions opts_;
   loop::EventLoop& loop_;
@@ -106,6 +111,8 @@ class GdbStub {
   std::string fault_why_;
   KvmGdbHooks machine_;
   GdbStubStats stats_;
+  SessionStats past_sessions_;   // summed at each client's end
+  FramingStats past_framing_;
 };
 
 }  // namespace minivmm::vmm::gdb
