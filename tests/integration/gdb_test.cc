@@ -50,7 +50,11 @@ std::string gdb_socket() {
 }
 
 // The address the stub printed ("gdb: listening on ADDR"), polled from its stderr.
-std::string wait_for_listen(const Child& c, int timeout_s = 60) {
+// Under scripts/nested_kvm.sh everything (gdb's own Python start-up included) is emulated and
+// takes minutes: the bounds there are generous.
+int bound(int native_s) { return under_nested_kvm() ? native_s * 5 : native_s; }
+
+std::string wait_for_listen(const Child& c, int timeout_s = bound(60)) {
   static const std::regex re("gdb: listening on ([^ \n]+)");
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
   while (std::chrono::steady_clock::now() < end) {
@@ -63,7 +67,7 @@ std::string wait_for_listen(const Child& c, int timeout_s = 60) {
 }
 
 // gdb -batch with these commands after `target remote ADDR`; its whole output.
-std::string run_gdb(const std::string& addr, const std::string& commands, int timeout_s = 60) {
+std::string run_gdb(const std::string& addr, const std::string& commands, int timeout_s = bound(60)) {
   const std::string script = ::testing::TempDir() + "gdb_test_" + std::to_string(::getpid()) + "_" +
                              ::testing::UnitTest::GetInstance()->current_test_info()->name() +
                              ".gdb";
@@ -129,7 +133,7 @@ TEST(BootGdbTest, HardwareBreakpointRegistersMemoryAndDetach) {
   EXPECT_TRUE(has(out, "=> 0x")) << out;  // memory read through the page tables: disassembly
   EXPECT_TRUE(has(out, "0000000000100000:")) << out;  // the monitor's physical dump
   EXPECT_TRUE(has(out, "detached")) << out;
-  RunResult r = finish_minivmm(c, 90);
+  RunResult r = finish_minivmm(c, bound(90));
   expect_ran_on(r, 250);
 }
 
@@ -165,7 +169,7 @@ TEST(BootGdbTest, StepOverATick) {
   // second of stopped time owed as ticks would be 250.
   EXPECT_LE(after - before, 4u) << out;
   EXPECT_TRUE(has(out, "<kmain+")) << out;
-  RunResult r = finish_minivmm(c, 90);
+  RunResult r = finish_minivmm(c, bound(90));
   expect_ran_on(r, 250);
   ASSERT_TRUE(r.stats);
   const auto& g = (*r.stats)["gdb"];
@@ -195,7 +199,7 @@ TEST(BootGdbTest, TwoVcpusAreTwoThreads) {
   // vCPU 1 waits for the guest's SIPI at the reset vector's state: real mode, no paging.
   EXPECT_EQ(hex_after(out, "cr0            0x") & 0x80000001u, 0u) << out;
   EXPECT_TRUE(has(out, "in kmain ()")) << out;
-  RunResult r = finish_minivmm(c, 90);
+  RunResult r = finish_minivmm(c, bound(90));
   expect_ran_on(r, 250);
 }
 
@@ -215,11 +219,11 @@ TEST(BootGdbTest, WatchpointOnTheTickCount) {
                                   "continue\n"
                                   "p/x tick_count\n"
                                   "delete\n"
-                                  "detach\n", 240);
+                                  "detach\n", bound(60));
   EXPECT_TRUE(has(out, "Hardware watchpoint 1: tick_count")) << out;
   EXPECT_TRUE(has(out, "New value = 2")) << out;
   EXPECT_TRUE(has(out, "isr_pit")) << out;
-  RunResult r = finish_minivmm(c, 240);
+  RunResult r = finish_minivmm(c, bound(90));
   expect_ran_on(r, 250);
 }
 
@@ -238,11 +242,11 @@ TEST(BootGdbTest, SoftwareBreakpoint) {
                                   "continue\n"
                                   "p/x *(unsigned char*)kmain\n"
                                   "delete\n"
-                                  "detach\n", 240);
+                                  "detach\n", bound(60));
   EXPECT_TRUE(has(out, "Breakpoint 1, 0x")) << out;
   EXPECT_TRUE(has(out, "in kmain ()")) << out;
   EXPECT_FALSE(has(out, "= 0xcc")) << out;  // gdb sees the byte under its int3
-  RunResult r = finish_minivmm(c, 240);
+  RunResult r = finish_minivmm(c, bound(90));
   expect_ran_on(r, 250);
 }
 
@@ -294,7 +298,7 @@ TEST(BootGdbTest, SecondClientRefusedCleanly) {
   EXPECT_EQ(ask(first, "$qC#b4"), "+$QC1#c5");  // the first still served
   EXPECT_EQ(ask(first, "$D#44"), "+$OK#9a");
   ::close(first);
-  RunResult r = finish_minivmm(c, 90);
+  RunResult r = finish_minivmm(c, bound(90));
   expect_ran_on(r, 250);
   EXPECT_TRUE(has(r.err, "a second client refused")) << r.err;
   ASSERT_TRUE(r.stats);
@@ -311,7 +315,7 @@ TEST(BootGdbTest, PanicWaitsForTheDebugger) {
                            "unix:" + gdb_socket(), "--gdb-on-fault"});
   const std::string addr = wait_for_listen(c);
   ASSERT_FALSE(addr.empty()) << slurp(c.err_path);
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(bound(30));
   while (!has(slurp(c.err_path), "held for the debugger") && std::chrono::steady_clock::now() < end) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -320,7 +324,7 @@ TEST(BootGdbTest, PanicWaitsForTheDebugger) {
   EXPECT_TRUE(has(err, "target remote " + addr)) << err;
   const std::string out = run_gdb(addr, "info registers rip\nbt 1\ndetach\n");
   EXPECT_TRUE(has(out, "rip            0x")) << out;
-  RunResult r = finish_minivmm(c, 90);
+  RunResult r = finish_minivmm(c, bound(90));
   EXPECT_EQ(r.exit_code, 16) << r.err;
 }
 
