@@ -99,7 +99,6 @@ class Session {
   bool hwbreak_feature_ = false;
   int g_thread_ = 1;  // Hg: registers and memory
   int c_thread_ = -1; // Hc: what c/s act on (-1 all)
-  std::size_t thread_list_pos_ = 0;
   SessionStats stats_;
 };
 
