@@ -274,7 +274,8 @@ TEST(BootGdbTest, SoftwareBreakpoint) {
   expect_ran_on(r, 250);
 }
 
-// One client at a time: a second connection is closed at once, the first goes on. The socket
+// A raw client: a bad checksum gets '-', Ctrl-C (0x03) stops a running guest (SIGINT), and one
+// client at a time: a second connection is closed at once, the first goes on. The socket
 // file is 0600 and gone after the run.
 TEST(BootGdbTest, SecondClientRefusedCleanly) {
   SKIP_WITHOUT_KVM();
@@ -320,6 +321,15 @@ TEST(BootGdbTest, SecondClientRefusedCleanly) {
   EXPECT_EQ(::recv(second, &b, 1, 0), 0);  // closed: end of file, no bytes
   ::close(second);
   EXPECT_EQ(ask(first, "$qC#b4"), "+$QC1#c5");  // the first still served
+  // Continue, then Ctrl-C (0x03): the guest stops again, SIGINT.
+  {
+    ::send(first, "$c#63", 5, MSG_NOSIGNAL);
+    char ack = 0;
+    EXPECT_EQ(::recv(first, &ack, 1, 0), 1);
+    EXPECT_EQ(ack, '+');
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_EQ(ask(first, "\x03"), "$T02thread:1;#d4");
+  }
   EXPECT_EQ(ask(first, "$D#44"), "+$OK#9a");
   ::close(first);
   RunResult r = finish_minivmm(c, bound(90));
