@@ -33,6 +33,45 @@
         .set    MSR_EFER, 0xc0000080
         .set    EFER_LME, 0x00000100
 
+/* Mode switches the boot paths and the S3 resume share (one spelling each).
+ * REAL_TO_PROTECTED: from real mode, with a GDT register image at the
+ * CS-relative address gdtr_at, into 32-bit code at target.
+ * PROTECTED_TO_LONG: from flat 32-bit protected mode with paging off
+ * (Intel SDM vol. 3A, "Initializing IA-32e Mode": PAE, CR3, EFER.LME, then
+ * CR0.PG) into 64-bit code at target; exactly PG|PE, as Linux does: clears
+ * CD/NW a firmware may leave.
+ * FLAT_DATA_SEGMENTS: every data segment register to our flat data segment. */
+        .macro  REAL_TO_PROTECTED gdtr_at, target
+        lgdtl   %cs:(\gdtr_at)
+        movl    %cr0, %eax
+        orb     $CR0_PE, %al
+        movl    %eax, %cr0
+        ljmpl   $SEL_CODE32, $\target
+        .endm
+
+        .macro  PROTECTED_TO_LONG target
+        movl    $CR4_PAE, %eax
+        movl    %eax, %cr4
+        movl    $pml4, %eax
+        movl    %eax, %cr3
+        movl    $MSR_EFER, %ecx
+        rdmsr
+        orl     $EFER_LME, %eax
+        wrmsr
+        movl    $(CR0_PG | CR0_PE), %eax
+        movl    %eax, %cr0
+        ljmpl   $SEL_CODE64, $\target
+        .endm
+
+        .macro  FLAT_DATA_SEGMENTS
+        movl    $SEL_DATA, %eax
+        movl    %eax, %ds
+        movl    %eax, %es
+        movl    %eax, %ss
+        movl    %eax, %fs
+        movl    %eax, %gs
+        .endm
+
 /* ===================================================================== */
 /* Real-mode setup area: file offset 0, loaded anywhere below 1 MiB.      */
 /* ===================================================================== */
@@ -155,11 +194,7 @@ setup_entry:
         movzwl  %si, %esi
         shll    $4, %esi
         /* CS-relative: CS's base is setup_start + 0x200. */
-        lgdtl   %cs:(rm_gdtr - 0x200)
-        movl    %cr0, %eax
-        orb     $CR0_PE, %al
-        movl    %eax, %cr0
-        ljmpl   $SEL_CODE32, $startup_32
+        REAL_TO_PROTECTED rm_gdtr-0x200, startup_32
 
         .balign 4
 rm_gdtr:
@@ -179,27 +214,15 @@ kernel_version_str:
 /*
  * 32-bit entry (boot.rst "32-bit boot protocol"): flat 4 GiB segments,
  * paging and interrupts off, %esi = boot_params. Loaders' GDTs differ, so
- * load ours; then enable long mode (Intel SDM vol. 3A, "Initializing
- * IA-32e Mode": PAE, CR3, EFER.LME, then CR0.PG) and far-jump into the
- * 64-bit code segment.
+ * load ours; then enable long mode and far-jump into the 64-bit code
+ * segment.
  * Only %cs is known to be flat here, hence the %cs override.
  */
         .globl  startup_32
 startup_32:
         cli
         lgdtl   %cs:gdtr
-        movl    $CR4_PAE, %eax
-        movl    %eax, %cr4
-        movl    $pml4, %eax
-        movl    %eax, %cr3
-        movl    $MSR_EFER, %ecx
-        rdmsr
-        orl     $EFER_LME, %eax
-        wrmsr
-        /* Exactly PG|PE, as Linux does: clears CD/NW a firmware may leave. */
-        movl    $(CR0_PG | CR0_PE), %eax
-        movl    %eax, %cr0
-        ljmpl   $SEL_CODE64, $from32
+        PROTECTED_TO_LONG from32
 
         .code64
 from32:
@@ -222,12 +245,7 @@ startup_64:
         cli
         cld
         lgdt    gdtr(%rip)
-        movl    $SEL_DATA, %eax
-        movl    %eax, %ds
-        movl    %eax, %es
-        movl    %eax, %ss
-        movl    %eax, %fs
-        movl    %eax, %gs
+        FLAT_DATA_SEGMENTS
         movl    $pml4, %eax
         movq    %rax, %cr3
         movl    $stack_top, %esp
@@ -375,12 +393,7 @@ acpi_s3_sleep:
         xorl    %eax, %eax
         jmp     1f
 s3_resume64:
-        movl    $SEL_DATA, %eax
-        movl    %eax, %ds
-        movl    %eax, %es
-        movl    %eax, %ss
-        movl    %eax, %fs
-        movl    %eax, %gs
+        FLAT_DATA_SEGMENTS
         lidt    idtr(%rip)
         movq    s3_saved_rsp(%rip), %rsp
         movl    $1, %eax
@@ -396,17 +409,7 @@ s3_resume64:
  * again as startup_32 enters it (the GDT is loaded already). */
         .code32
 s3_resume32:
-        movl    $CR4_PAE, %eax
-        movl    %eax, %cr4
-        movl    $pml4, %eax
-        movl    %eax, %cr3
-        movl    $MSR_EFER, %ecx
-        rdmsr
-        orl     $EFER_LME, %eax
-        wrmsr
-        movl    $(CR0_PG | CR0_PE), %eax
-        movl    %eax, %cr0
-        ljmpl   $SEL_CODE64, $s3_resume64
+        PROTECTED_TO_LONG s3_resume64
 
 /* The real-mode waking code, copied to S3_TRAMPOLINE (below 1 MiB) whose
  * address goes into the FACS: CS = S3_TRAMPOLINE >> 4, IP = 0, so labels
@@ -415,11 +418,7 @@ s3_resume32:
         .globl  s3_tramp, s3_tramp_end
 s3_tramp:
         cli
-        lgdtl   %cs:(s3_tramp_gdtr - s3_tramp)
-        movl    %cr0, %eax
-        orb     $CR0_PE, %al
-        movl    %eax, %cr0
-        ljmpl   $SEL_CODE32, $s3_resume32
+        REAL_TO_PROTECTED s3_tramp_gdtr-s3_tramp, s3_resume32
         .balign 4
 s3_tramp_gdtr:
         .word   gdt_end - gdt - 1

@@ -20,6 +20,7 @@
 
 #include "run_minivmm.h"
 #include "test_snapshot.h"
+#include "tests/support/unix_socket.h"
 
 namespace minivmm::testing {
 namespace {
@@ -84,12 +85,8 @@ class Scratch {
     switch (n) {
       case Node::kFifo: r = ::mkfifo(p.c_str(), 0600); break;
       case Node::kSocket: {
-        sock_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        sockaddr_un a{};
-        a.sun_family = AF_UNIX;
-        std::strncpy(a.sun_path, p.c_str(), sizeof a.sun_path - 1);
-        r = ::bind(sock_, reinterpret_cast<sockaddr*>(&a), sizeof a);
-        if (r == 0) r = ::listen(sock_, 1);
+        sock_ = unix_bind(p, 1);
+        r = sock_ < 0 ? -1 : 0;
         break;
       }
       case Node::kDirectory: r = ::mkdir(p.c_str(), 0700); break;

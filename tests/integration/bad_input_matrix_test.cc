@@ -37,6 +37,7 @@
 #include "vmm/boot/guest_kernel_loader.h"
 #include "vmm/host/mapped_file.h"
 #include "vmm/vmm_error.h"
+#include "tests/support/unix_socket.h"
 
 #include "run_minivmm.h"  // kUsage, kBadKernel
 
@@ -543,12 +544,8 @@ TEST(BadInputMatrixTest, ControlSocketPaths) {
       kUsage, "longer than sun_path");
   // A live socket (someone listens) is another VMM's: refused, not stolen.
   const std::string live = dir.path() + "/live.sock";
-  const int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, live.c_str(), live.size());
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(listen(listener, 1), 0);
+  const int listener = unix_bind(live, 1);
+  ASSERT_GE(listener, 0) << std::strerror(errno);
   expect_one_line_error(run({"run", "--kernel", kernel, "--api-socket", live}), kUsage,
                         "a live socket");
   close(listener);

@@ -13,22 +13,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/unix_socket.h"
+
 namespace minivmm::testing {
 
 class ControlClient {
  public:
   explicit ControlClient(const std::string& path) {
     for (int i = 0; i < 250 && fd_ < 0; ++i) {
-      const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      sockaddr_un addr{};
-      addr.sun_family = AF_UNIX;
-      std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
-      if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-        fd_ = fd;
-      } else {
-        close(fd);
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the VMM is starting
-      }
+      fd_ = unix_connect(path);
+      if (fd_ < 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the VMM is starting
     }
     if (fd_ >= 0) {
       // A VMM that stops answering fails the test instead of hanging it.

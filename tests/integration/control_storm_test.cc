@@ -23,6 +23,7 @@
 
 #include "control_client.h"
 #include "run_minivmm.h"
+#include "tests/support/unix_socket.h"
 
 namespace minivmm::testing {
 namespace {
@@ -149,12 +150,8 @@ TEST(BootControlEvictionTest, TwentySilentClientsFor3500MsThenANewcomerIsServed)
   // 40 connects in flight, none read: none may fail.
   std::vector<int> fds;
   for (int i = 0; i < 40; ++i) {
-    const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, sock.c_str(), sizeof addr.sun_path - 1);
-    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0)
-        << "connect " << i << ": " << std::strerror(errno);
+    const int fd = unix_connect(sock, SOCK_NONBLOCK);
+    EXPECT_GE(fd, 0) << "connect " << i << ": " << std::strerror(errno);
     fds.push_back(fd);
   }
   int answered = 0;

@@ -1,10 +1,12 @@
 #include "vmm/kvm/guest_ram_mapping.h"
 
 #include <fcntl.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <cstdint>
@@ -47,10 +49,13 @@ GuestRamMapping::GuestRamMapping(int fd, std::uint64_t offset, std::uint64_t byt
                                                " bytes of guest memory: " + std::strerror(errno));
   }
   memory_ = devices::GuestMemory(std::span<std::byte>(static_cast<std::byte*>(base_), bytes));
+  // Only a file mapping can be reset; -1 (no /proc) leaves the reset to say so itself.
+  pagemap_fd_ = ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 }
 
 GuestRamMapping::~GuestRamMapping() {
   if (base_) ::munmap(base_, bytes_);
+  if (pagemap_fd_ >= 0) ::close(pagemap_fd_);
 }
 
 std::uint64_t GuestRamMapping::resident_bytes() const noexcept {
@@ -82,49 +87,142 @@ std::uint64_t GuestRamMapping::resident_bytes() const noexcept {
   }
 }
 
+namespace {
+
+constexpr std::uint64_t kRamPage = 4096;
+
+// PAGEMAP_SCAN (Linux 6.7, include/uapi/linux/fs.h): Debian 12's headers predate it, so its ABI
+// is spelled out here. A region matches when ((categories ^ inverted) & mask) == mask and, with
+// an anyof mask, (categories ^ inverted) & anyof != 0.
+struct PmScanArg {
+  std::uint64_t size, flags, start, end, walk_end, vec, vec_len, max_pages;
+  std::uint64_t category_inverted, category_mask, category_anyof_mask, return_mask;
+};
+struct PageRegion {
+  std::uint64_t start, end, categories;
+};
+constexpr std::uint64_t kPageIsFile = 1u << 2, kPageIsPresent = 1u << 3, kPageIsSwapped = 1u << 4;
+constexpr unsigned long kPagemapScan = _IOWR('f', 16, PmScanArg);
+static_assert(sizeof(PmScanArg) == 96 && sizeof(PageRegion) == 24);
+
+}  // namespace
+
+unsigned long GuestRamMapping::pagemap_scan_request() noexcept { return kPagemapScan; }
+
+void GuestRamMapping::drop_range(std::uint64_t first_page, std::uint64_t pages,
+                                 std::uint64_t keep_begin, std::uint64_t keep_end,
+                                 DropStats& st) const {
+  const auto base = reinterpret_cast<std::uintptr_t>(base_);
+  auto drop = [&](std::uint64_t from, std::uint64_t to) {  // guest physical, page aligned
+    if (from >= to) return;
+    if (::madvise(reinterpret_cast<void*>(base + from), to - from, MADV_DONTNEED) != 0) {
+      throw std::system_error(errno, std::generic_category(), "madvise(MADV_DONTNEED)");
+    }
+    st.pages_dropped += (to - from) / kRamPage;
+    ++st.ranges;
+  };
+  const std::uint64_t begin = first_page * kRamPage, end = begin + pages * kRamPage;
+  // The mailbox's pages stay: a page that overlaps it at all is kept whole.
+  const std::uint64_t kb = keep_begin / kRamPage * kRamPage;
+  const std::uint64_t ke = keep_end <= keep_begin ? kb : (keep_end + kRamPage - 1) / kRamPage * kRamPage;
+  if (ke <= begin || kb >= end || ke == kb) {
+    drop(begin, end);
+    return;
+  }
+  drop(begin, std::max(begin, kb));
+  drop(std::min(end, ke), end);
+}
+
 GuestRamMapping::DropStats GuestRamMapping::drop_written_pages(std::uint64_t keep_begin,
-                                                              std::uint64_t keep_end) const {
-  constexpr std::uint64_t kPage = 4096;
+                                                              std::uint64_t keep_end,
+                                                              Scan how) const {
+  DropStats st;
+  if (how != Scan::kRead) {
+    if (drop_by_scan(keep_begin, keep_end, st)) return st;
+    if (how == Scan::kIoctl) {
+      throw std::system_error(ENOTTY, std::generic_category(), "PAGEMAP_SCAN");
+    }
+  }
+  return drop_by_read(keep_begin, keep_end);
+}
+
+bool GuestRamMapping::drop_by_scan(std::uint64_t keep_begin, std::uint64_t keep_end,
+                                   DropStats& st) const {
+  if (pagemap_fd_ < 0) return false;
+  const auto base = reinterpret_cast<std::uintptr_t>(base_);
+  // Written: not a file page, and present or swapped out (a written page of a private file
+  // mapping is an anonymous copy). A page the guest never touched has no categories at all.
+  std::array<PageRegion, 256> regions;
+  std::uint64_t at = base;
+  const std::uint64_t end = base + bytes_;
+  while (at < end) {
+    PmScanArg arg{};
+    arg.size = sizeof arg;
+    arg.start = at;
+    arg.end = end;
+    arg.vec = reinterpret_cast<std::uintptr_t>(regions.data());
+    arg.vec_len = regions.size();
+    arg.category_inverted = kPageIsFile;
+    arg.category_mask = kPageIsFile;
+    arg.category_anyof_mask = kPageIsPresent | kPageIsSwapped;
+    arg.return_mask = kPageIsFile | kPageIsPresent | kPageIsSwapped;
+    const int n = ::ioctl(pagemap_fd_, kPagemapScan, &arg);
+    if (n < 0) {
+      // ENOTTY/EINVAL: an older kernel; the first call tells, before anything was dropped.
+      if ((errno == ENOTTY || errno == EINVAL) && at == base) return false;
+      throw std::system_error(errno, std::generic_category(), "ioctl(PAGEMAP_SCAN)");
+    }
+    for (int i = 0; i < n; ++i) {
+      const std::uint64_t first = (regions[i].start - base) / kRamPage;
+      drop_range(first, (regions[i].end - regions[i].start) / kRamPage, keep_begin, keep_end, st);
+    }
+    // walk_end: where the walk stopped, the end when it saw everything.
+    if (arg.walk_end <= at) {
+      throw std::system_error(EIO, std::generic_category(), "ioctl(PAGEMAP_SCAN) made no progress");
+    }
+    at = arg.walk_end;
+  }
+  st.pages_scanned = bytes_ / kRamPage;
+  st.scan_ioctl = true;
+  return true;
+}
+
+GuestRamMapping::DropStats GuestRamMapping::drop_by_read(std::uint64_t keep_begin,
+                                                        std::uint64_t keep_end) const {
   // pagemap: one 64-bit entry per virtual page. Bit 63 present, 62 swapped, 61 a file page or
   // shared anonymous memory. A page of a private file mapping that was written is a private
   // anonymous copy: present without bit 61, or swapped out.
   constexpr std::uint64_t kPresent = 1ull << 63, kSwapped = 1ull << 62, kFilePage = 1ull << 61;
   DropStats st;
-  const int fd = ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  const int own = pagemap_fd_ < 0 ? ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC) : -1;
+  const int fd = pagemap_fd_ < 0 ? own : pagemap_fd_;
   if (fd < 0) throw std::system_error(errno, std::generic_category(), "/proc/self/pagemap");
+  struct Closer {
+    int fd;
+    ~Closer() { if (fd >= 0) ::close(fd); }
+  } closer{own};
   const auto base = reinterpret_cast<std::uintptr_t>(base_);
-  const std::uint64_t pages = bytes_ / kPage;
+  const std::uint64_t pages = bytes_ / kRamPage;
   std::vector<std::uint64_t> entries(std::min<std::uint64_t>(pages, 16384));
   std::uint64_t run_start = 0, run_len = 0;
   auto flush = [&] {
     if (run_len == 0) return;
-    void* at = reinterpret_cast<void*>(base + run_start * kPage);
-    if (::madvise(at, run_len * kPage, MADV_DONTNEED) != 0) {
-      const int err = errno;
-      ::close(fd);
-      throw std::system_error(err, std::generic_category(), "madvise(MADV_DONTNEED)");
-    }
-    st.pages_dropped += run_len;
-    ++st.ranges;
+    drop_range(run_start, run_len, keep_begin, keep_end, st);
     run_len = 0;
   };
   for (std::uint64_t first = 0; first < pages; first += entries.size()) {
     const std::uint64_t n = std::min<std::uint64_t>(entries.size(), pages - first);
-    const off_t at = static_cast<off_t>((base / kPage + first) * sizeof(std::uint64_t));
+    const off_t at = static_cast<off_t>((base / kRamPage + first) * sizeof(std::uint64_t));
     const ssize_t got = ::pread(fd, entries.data(), n * sizeof(std::uint64_t), at);
     if (got != static_cast<ssize_t>(n * sizeof(std::uint64_t))) {
-      const int err = got < 0 ? errno : EIO;
-      ::close(fd);
-      throw std::system_error(err, std::generic_category(), "/proc/self/pagemap: short read");
+      throw std::system_error(got < 0 ? errno : EIO, std::generic_category(),
+                              "/proc/self/pagemap: short read");
     }
     for (std::uint64_t i = 0; i < n; ++i) {
-      const std::uint64_t page = first + i;
-      const std::uint64_t gpa = page * kPage;
       const std::uint64_t e = entries[i];
       const bool written = ((e & kPresent) && !(e & kFilePage)) || (e & kSwapped);
-      const bool kept = gpa + kPage > keep_begin && gpa < keep_end;
-      if (written && !kept) {
-        if (run_len == 0) run_start = page;
+      if (written) {
+        if (run_len == 0) run_start = first + i;
         ++run_len;
       } else {
         flush();
@@ -133,7 +231,6 @@ GuestRamMapping::DropStats GuestRamMapping::drop_written_pages(std::uint64_t kee
     st.pages_scanned += n;
   }
   flush();
-  ::close(fd);
   return st;
 }
 

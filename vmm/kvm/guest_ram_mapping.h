@@ -43,18 +43,37 @@ class GuestRamMapping {
   // not a file page, or swapped out); each run of them is dropped with MADV_DONTNEED, after
   // which the page reads from the file again. Throws std::system_error if /proc or madvise
   // refuses.
+  //
+  // Where the host has the PAGEMAP_SCAN ioctl (Linux 6.7), the kernel walks the page tables and
+  // hands back only the written ranges, skipping every page table the guest never touched: the
+  // cost follows what was written, not the guest's size (a pread of the whole map reads 8 bytes
+  // per page, 6 MiB for 3 GiB). Elsewhere the pread scan, which gives the same answer.
   struct DropStats {
     std::uint64_t pages_scanned = 0;
     std::uint64_t pages_dropped = 0;
     std::uint64_t ranges = 0;  // madvise calls
+    bool scan_ioctl = false;   // found by PAGEMAP_SCAN (else by reading the map)
   };
-  DropStats drop_written_pages(std::uint64_t keep_begin, std::uint64_t keep_end) const;
+  enum class Scan { kAuto, kIoctl, kRead };  // kIoctl: fail where the host lacks it (tests)
+  DropStats drop_written_pages(std::uint64_t keep_begin, std::uint64_t keep_end,
+                               Scan how = Scan::kAuto) const;
+  // /proc/self/pagemap, opened with a file mapping (a restore) so the reset's seccomp list can
+  // allow its ioctl on this one descriptor; -1 for anonymous RAM.
+  int pagemap_fd() const noexcept { return pagemap_fd_; }
+  static unsigned long pagemap_scan_request() noexcept;  // for the seccomp list
 
  private:
   void* base_ = nullptr;
   std::uint64_t bytes_ = 0;
   bool anonymous_ = true;
+  int pagemap_fd_ = -1;
   devices::GuestMemory memory_;
+
+  DropStats drop_by_read(std::uint64_t keep_begin, std::uint64_t keep_end) const;
+  // false: the host has no PAGEMAP_SCAN (nothing was dropped).
+  bool drop_by_scan(std::uint64_t keep_begin, std::uint64_t keep_end, DropStats& st) const;
+  void drop_range(std::uint64_t first_page, std::uint64_t pages, std::uint64_t keep_begin,
+                  std::uint64_t keep_end, DropStats& st) const;
 };
 
 }  // namespace minivmm::vmm

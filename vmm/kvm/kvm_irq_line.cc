@@ -46,6 +46,11 @@ void KvmIrqLine::stop_acknowledgements() noexcept {
   }
 }
 
+// Unbinding the last irqfd of a resampler lowers the level it holds: its shutdown unregisters
+// the ack notifier and sets the GSI's resampler source to 0 (virt/kvm/eventfd.c,
+// irqfd_resampler_shutdown). The shutdown is queued work, but KVM_IRQFD's deassign flushes that
+// queue before it returns, so the level is down by the time the irqfd is bound again here, and
+// the next edge raises the line afresh.
 bool KvmIrqLine::release_held_level() noexcept {
   if (!resamplefd_.valid()) return false;
   try {

@@ -95,6 +95,8 @@ Machine::Machine(Config config, std::function<void()> open_outputs, const Snapsh
   timed_step("board", [&] { build_board(); });
   timed_step("virtio", [&] { build_virtio(); });
   timed_step("console input", [&] { attach_console_input(); });
+  // What is left of the slot's registration once the board and virtio steps ran beside it.
+  timed_step("memory slot", [&] { vm_->vm.wait_for_memory(); });
   timed_step("vCPUs", [&] { build_vcpus(); });
   // --gdb: the stub listens from here; the vCPUs' debug exits go to it.
   if (!config_.gdb.empty()) {
@@ -242,6 +244,7 @@ void Machine::build_vcpus() {
   if (timers::ThreadTimers* t = board_->pit().vcpu_dynticks()) vcpus_->host_pit_timers(*t);
   if (restored_from_) {
     vm_->facts.restored = true;
+    vm_->facts.pagemap_fd = inputs_->ram.pagemap_fd();
     for (const auto& v : vcpus_->all()) v->host_fault_check([this] { return restored_memory_gone(); });
   }
   for (const auto& v : vcpus_->all()) {

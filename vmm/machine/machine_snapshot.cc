@@ -295,6 +295,7 @@ nlohmann::json Machine::reset() {
           {"resume_ms", ms(t_done - t_loaded)},
           {"pages_dropped", drop.pages_dropped},
           {"pages_scanned", drop.pages_scanned},
+          {"written_pages_by", drop.scan_ioctl ? "PAGEMAP_SCAN" : "pagemap read"},
           {"state", was_paused ? "paused" : "running"},
           {"vm_clock_ns", loop_->vm_clock.now().count()}};
 }

@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "vmm/kvm/guest_ram_mapping.h"
 #include "vmm/kvm/kvm.h"
 
 namespace minivmm::vmm {
@@ -118,11 +119,13 @@ void allow_s3_wake(SyscallAllowList& l, const SeccompFacts& facts) {
 }
 
 // {"cmd":"reset"} of a restored guest (Machine::reset), on the loop thread with the vCPUs
-// parked: which pages were written, from /proc/self/pagemap (openat, pread, close), those
-// dropped (madvise: the common list), then every vCPU's and the VM's records loaded again as
-// at the restore.
+// parked: which pages were written, from /proc/self/pagemap (its PAGEMAP_SCAN ioctl on the
+// descriptor the restore opened, or preads of it where the host lacks the ioctl), those dropped
+// (madvise: the common list), then every vCPU's and the VM's records loaded again as at the
+// restore.
 void allow_reset(SyscallAllowList& l, const SeccompFacts& facts) {
   l.allow(SYS_pread64);
+  if (facts.pagemap_fd >= 0) l.allow_ioctl(facts.pagemap_fd, GuestRamMapping::pagemap_scan_request());
   for (const int fd : facts.vcpu_fds) {
     for (const unsigned long req :
          {KVM_SET_MP_STATE, KVM_SET_REGS, KVM_SET_SREGS, kKvmSetXsave, KVM_SET_FPU, KVM_SET_XCRS,

@@ -28,9 +28,10 @@ struct SeccompFacts {
   bool blk_uring = false;          // a virtio-blk disk on io_uring (set when one was created)
   bool net_tap = false;            // --net tap=, tap-fd=: a TAP descriptor on the loop
   bool net_user = false;           // --net user: libslirp's sockets on the loop
+  bool restored = false;           // --restore: guest RAM is the snapshot file, mapped
+  bool reset_on_exit = false;      // --reset-on-exit: the loop resets the guest without a socket
+  int pagemap_fd = -1;             // a restore's /proc/self/pagemap: the reset's PAGEMAP_SCAN
   bool gdb = false;                // --gdb: the stub's socket and its vCPU ioctls on the loop
-  bool restored = false;
-  bool reset_on_exit = false;      // --reset-on-exit: the loop resets the guest without a socket           // --restore: guest RAM is the snapshot file, mapped
   // A sanitizer runtime shares every thread (MINIVMM_SANITIZER_RUNTIME): its own syscalls.
   bool sanitizer_runtime = false;
 };

@@ -28,6 +28,7 @@
 #include "timers/monotonic_clock.h"
 #include "timers/poll_timeout_alarm.h"
 #include "timers/timer_list.h"
+#include "tests/support/unix_socket.h"
 
 namespace minivmm::vmm {
 namespace {
@@ -50,17 +51,7 @@ class TempDir {
   std::string path_;
 };
 
-int connect_to(const std::string& path) {
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.data(), path.size());
-  if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
+int connect_to(const std::string& path) { return testing::unix_connect(path, SOCK_NONBLOCK); }
 
 // A test client: non-blocking socket, bytes in, lines out.
 struct Client {
@@ -690,11 +681,8 @@ TEST_F(ControlSocketTest, AFloodingClientDoesNotStarveAnother) {
 TEST_F(ControlSocketTest, AStaleSocketFileIsReplacedAndTheDestructorUnlinks) {
   {
     // A socket file nobody listens on: what a VMM that was killed leaves behind.
-    const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::memcpy(addr.sun_path, path_.data(), path_.size());
-    ASSERT_EQ(bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0);
+    const int fd = testing::unix_bind(path_, 0);
+    ASSERT_GE(fd, 0) << std::strerror(errno);
     close(fd);
   }
   start();

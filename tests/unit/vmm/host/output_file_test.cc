@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "vmm/vmm_error.h"
+#include "tests/support/unix_socket.h"
 
 namespace minivmm::vmm {
 namespace {
@@ -64,12 +65,9 @@ TEST_F(OutputFileTest, RefusesWhatCannotBeAReport) {
   ASSERT_EQ(::symlink(path("nothing").c_str(), path("dangling").c_str()), 0);
   EXPECT_EQ(judge(path("dangling")).first, ExitCode::kUsage);
   // A socket (the control socket's file, say).
-  const int s = ::socket(AF_UNIX, SOCK_STREAM, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
   const std::string sock = path("api.sock");
-  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", sock.c_str());
-  ASSERT_EQ(::bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const int s = testing::unix_bind(sock, 0);
+  ASSERT_GE(s, 0) << std::strerror(errno);
   EXPECT_EQ(judge(sock).first, ExitCode::kUsage);
   ::close(s);
 }
