@@ -36,6 +36,8 @@ declare -A need=(
   [python3-tap]=/usr/lib/python3/dist-packages/tap/__init__.py
   # scripts/bench_test_runner.sh: each run's wall and CPU time.
   [time]=/usr/bin/time
+  # The gdb stub's tests (tests/integration/gdb_test.cc): Debian's gdb in batch mode.
+  [gdb]=/usr/bin/gdb
 )
 
 missing=()

@@ -119,6 +119,14 @@ inline void add_host_options(CLI::App* run, RunOptions& o) {
   run->add_option("--timer-slack", o.timer_slack, "PR_SET_TIMERSLACK for the loop thread, in ns")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1'000'000'000}));
   run->add_option("--api-socket", c.api_socket, "control socket path");
+  // The gdb stub (docs/gdb.md).
+  run->add_option("--gdb", c.gdb,
+                  "serve gdb's remote protocol on tcp:[HOST]:PORT (loopback by default) or "
+                  "unix:PATH (mode 0600)");
+  run->add_flag("--gdb-wait", c.gdb_wait, "with --gdb: stop before the first guest instruction");
+  run->add_flag("--gdb-on-fault", c.gdb_on_fault,
+                "with --gdb: a guest that panics (pvpanic) or triple-faults waits for the "
+                "debugger instead of ending the run");
   run->add_flag("--interactive", c.interactive,
                 "raw terminal for the guest console (Ctrl-A x quits, Ctrl-A Ctrl-A sends Ctrl-A)");
   run->add_option("--irq-inject", o.irq_inject,

@@ -7,6 +7,7 @@
 #include "vmm/cli/run_command.h"
 #include "vmm/cli/size_parser.h"
 #include "vmm/exit_code.h"
+#include "vmm/gdb/gdb_stub.h"
 #include "vmm/machine/virtio_mmio_devices.h"
 #include "vmm/vmm_error.h"
 
@@ -153,6 +154,12 @@ std::optional<int> parse_device_specs(RunOptions& o) {
   if (c.virtio_devices() > VirtioMmioDevices::kMaxDevices) {
     return usage("--drive, --net, --share, --console virtio: at most " +
                  std::to_string(VirtioMmioDevices::kMaxDevices) + " virtio devices");
+  }
+  if (o.gave("--gdb") && !gdb::parse_gdb_address(c.gdb)) {
+    return usage("--gdb: want tcp:[HOST]:PORT or unix:PATH, not '" + c.gdb + "'");
+  }
+  if ((c.gdb_wait || c.gdb_on_fault) && c.gdb.empty()) {
+    return usage("--gdb-wait and --gdb-on-fault need --gdb");
   }
   if (o.gave("--api-socket") && c.api_socket.empty()) {
     return usage("--api-socket: the path is empty");

@@ -49,6 +49,12 @@ struct Config {
   CpuModel cpu = CpuModel::kBaseline;
   std::vector<std::string> cpuid_mask;
   std::string api_socket;
+  // --gdb ADDR (vmm/gdb/gdb_stub.h): the gdb stub's address, `tcp:[HOST]:PORT` or `unix:PATH`
+  // (empty: none); --gdb-wait stops the guest before its first instruction; --gdb-on-fault
+  // holds a panicked or triple-faulted guest for the debugger instead of ending the run.
+  std::string gdb;
+  bool gdb_wait = false;
+  bool gdb_on_fault = false;
   // --mailbox GPA,SIZE (with --restore): guest-physical bytes a reset leaves as they are, and
   // that {"cmd":"mailbox"} reads and writes: a harness passes the next input through them.
   std::uint64_t mailbox_gpa = 0;

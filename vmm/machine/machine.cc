@@ -1,6 +1,7 @@
 #include "vmm/machine/machine.h"
 
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -97,6 +98,31 @@ Machine::Machine(Config config, std::function<void()> open_outputs, const Snapsh
   // What is left of the slot's registration once the board and virtio steps ran beside it.
   timed_step("memory slot", [&] { vm_->vm.wait_for_memory(); });
   timed_step("vCPUs", [&] { build_vcpus(); });
+  // --gdb: the stub listens from here; the vCPUs' debug exits go to it.
+  if (!config_.gdb.empty()) {
+    timed_step("gdb", [&] {
+      gdb::KvmGdbHooks h;
+      h.pause = [this] { pause(); };
+      h.resume = [this] { resume(); };
+      h.end_run = [this](int status, const std::string& why) { request_stop_status(status, why); };
+      std::vector<int> fds;
+      for (const auto& v : vcpus_->all()) fds.push_back(v->fd());
+      // KVM_GUESTDBG_BLOCKIRQ (Linux 5.16): a step runs the next instruction, not the tick's
+      // interrupt handler.
+      const int dbg_flags = ::ioctl(vm_->vm.fd(), KVM_CHECK_EXTENSION, KVM_CAP_SET_GUEST_DEBUG2);
+      const bool block_irq = dbg_flags > 0 && (dbg_flags & KVM_GUESTDBG_BLOCKIRQ) != 0;
+      gdb_ = std::make_unique<gdb::GdbStub>(
+          gdb::GdbOptions{*gdb::parse_gdb_address(config_.gdb), config_.gdb_wait,
+                          config_.gdb_on_fault},
+          *loop_->loop, std::move(fds), vm_->vm.memory(), block_irq, std::move(h));
+      for (const auto& v : vcpus_->all()) {
+        v->debug_exit_hook([this, i = v->index()](int fd, const kvm_debug_exit_arch& a) {
+          return gdb_->debug_exit(i, fd, a);
+        });
+      }
+      vm_->facts.gdb = true;
+    });
+  }
   if (restore) timed_step("restore", [&] { restore_from(*restore); });
   timed_step("signals", [&] { start_signal_thread(); });
 }
@@ -289,6 +315,8 @@ void Machine::reset_after_round() {
 }
 
 void Machine::request_stop_status(int status, const std::string& why) {
+  // --gdb-on-fault: a panic or a triple fault waits for the debugger instead.
+  if (gdb_ && gdb_->hold_fault(status, why)) return;
   if (!run_->claim(status, why)) return;
   if (vcpus_) vcpus_->request_stop();
   loop_->loop->stop();
@@ -402,6 +430,11 @@ int Machine::run() {
   }
   run_->start(config_.duration_s);
   const auto started = std::chrono::steady_clock::now();
+  // --gdb-wait: parked before the first instruction, the clocks stopped, until gdb continues.
+  if (gdb_ && gdb_->wait_at_start()) {
+    pause();
+    gdb_->note_initial_stop();
+  }
   enter_sandbox_and_start();
   // A restored guest was loaded paused, its vCPUs asked to park before their first KVM_RUN.
   // Wait until every one has (started, pinned, sandboxed: ready to run), then resume: the
@@ -444,6 +477,7 @@ void Machine::enter_sandbox_and_start() {
 }
 
 void Machine::finish() {
+  if (gdb_) gdb_->run_ended(run_->status());
   vcpus_->request_stop();
   vcpus_->join();
   // Whatever ended the run (a guest fault, most likely), a restored guest that lost its memory

@@ -24,6 +24,7 @@
 #include "devices/host/console_input.h"
 #include "vmm/control/control_socket.h"
 #include "vmm/exit_code.h"
+#include "vmm/gdb/gdb_stub.h"
 #include "vmm/host/stop_signals.h"
 #include "vmm/machine/boot_inputs.h"
 #include "vmm/machine/config.h"
@@ -124,6 +125,7 @@ class Machine {
   std::unique_ptr<VirtioBoard> virtio_;
   std::unique_ptr<devices::ConsoleInput> console_input_;
   std::unique_ptr<VcpuSet> vcpus_;
+  std::unique_ptr<gdb::GdbStub> gdb_;  // --gdb (vmm/gdb/gdb_stub.h); before the vCPUs go
   RunReport report_;
   // Snapshots: what KVM's vCPU records need (asked before the sandbox), kvmclock as it read
   // when the guest was paused, the drives' sizes, and whether run() resumes a restored guest.

@@ -187,6 +187,7 @@ RunReport Machine::collect_report() const {
   board_->report(r.devices);
   virtio_->report(r.devices);
   if (control_) r.api_socket = control_->stats_json();
+  if (gdb_) r.gdb = gdb_->stats_json();
   auto opt_ms = [](double ms) { return ms >= 0 ? nlohmann::json(ms) : nlohmann::json(nullptr); };
   r.snapshot = {{"restored", restored_},
                 {"restore_ms", opt_ms(restore_ms_)},

@@ -76,6 +76,7 @@ nlohmann::json RunReport::to_json() const {
   j["devices"] = devices;
   j["auto_poller"] = auto_poller;
   j["api_socket"] = api_socket;
+  j["gdb"] = gdb;
   j["seccomp"] = seccomp;
   if (ticks_injected && *ticks_injected > 0) {
     const double t = static_cast<double>(*ticks_injected);

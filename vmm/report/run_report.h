@@ -84,6 +84,7 @@ struct RunReport {
   nlohmann::json devices = nlohmann::json::object();  // per device, under its report key
   nlohmann::json auto_poller;   // --poll auto: its decisions and why; null otherwise
   nlohmann::json api_socket;    // --api-socket counters; null otherwise
+  nlohmann::json gdb;           // --gdb: the stub's counters (vmm/gdb/gdb_stub.h); null otherwise
   // Snapshots (docs/snapshot.md): {"restored": bool, "restore_ms": from the start of the
   // machine's set-up to the restored guest's resume (null when booted), "taken": snapshots
   // written, "last_write_ms": the last one's pause-to-written time (null before one),

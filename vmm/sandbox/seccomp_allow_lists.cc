@@ -139,6 +139,22 @@ void allow_reset(SyscallAllowList& l, const SeccompFacts& facts) {
   l.allow_ioctl(facts.vm_fd, KVM_GET_PIT2);
 }
 
+// --gdb (vmm/gdb/gdb_stub.h), on the loop thread with the vCPUs parked: one client accepted
+// (a second accepted and closed), its bytes read and written, TCP_NODELAY; each vCPU's
+// registers, FPU, linear-address translation, guest debugging (breakpoints, DR7, single-step)
+// and the kvmclock stop notice.
+void allow_gdb(SyscallAllowList& l, const SeccompFacts& facts) {
+  if (!facts.gdb) return;
+  l.allow({SYS_accept4, SYS_sendto, SYS_recvfrom, SYS_setsockopt, SYS_unlink});
+  for (const int fd : facts.vcpu_fds) {
+    for (const unsigned long req :
+         {KVM_GET_REGS, KVM_SET_REGS, KVM_GET_SREGS, KVM_SET_SREGS, KVM_GET_FPU, KVM_SET_FPU,
+          KVM_TRANSLATE, KVM_SET_GUEST_DEBUG, static_cast<unsigned long>(KVM_KVMCLOCK_CTRL)}) {
+      l.allow_ioctl(fd, req);
+    }
+  }
+}
+
 }  // namespace
 
 SyscallAllowList loop_allow_list(const SeccompFacts& facts) {
@@ -190,6 +206,7 @@ SyscallAllowList loop_allow_list(const SeccompFacts& facts) {
   l.allow_ioctl(facts.vm_fd, KVM_IRQFD);
   l.allow_ioctl(facts.vm_fd, KVM_IOEVENTFD);
   allow_network(l, facts);
+  allow_gdb(l, facts);
   // The terminal given back (ConsoleInput::restore_terminal; reading it: isatty).
   l.allow_ioctl(STDIN_FILENO, TCGETS);
   l.allow_ioctl(STDIN_FILENO, TCSETS);
@@ -205,6 +222,11 @@ SyscallAllowList vcpu_allow_list(const SeccompFacts& facts, int vcpu_fd) {
   l.allow_ioctl(vcpu_fd, KVM_TRANSLATE);
   allow_irq_line(l, facts);
   allow_pulse_train(l, facts);
+  // --gdb: a guest's own int3, taken by the stub's software breakpoints, handed back to it.
+  if (facts.gdb) {
+    l.allow_ioctl(vcpu_fd, KVM_GET_VCPU_EVENTS);
+    l.allow_ioctl(vcpu_fd, KVM_SET_VCPU_EVENTS);
+  }
   // Kicking the other vCPUs when this one stops the run; its context switches at exit;
   // pc-testdev's page flush (mprotect, in the common list).
   l.allow({SYS_tgkill, SYS_getrusage});

@@ -31,6 +31,7 @@ struct SeccompFacts {
   bool restored = false;           // --restore: guest RAM is the snapshot file, mapped
   bool reset_on_exit = false;      // --reset-on-exit: the loop resets the guest without a socket
   int pagemap_fd = -1;             // a restore's /proc/self/pagemap: the reset's PAGEMAP_SCAN
+  bool gdb = false;                // --gdb: the stub's socket and its vCPU ioctls on the loop
   // A sanitizer runtime shares every thread (MINIVMM_SANITIZER_RUNTIME): its own syscalls.
   bool sanitizer_runtime = false;
 };

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -93,6 +95,8 @@ struct Running {
   bool timed_out = false;
   bool interrupted = false;
   std::string console_path, stderr_path, warnings;
+  std::string gdb_socket;  // --gdb-on-fault: where its stub listens
+  bool held = false;       // --gdb-on-fault: it said it waits for the debugger
 };
 
 class Runner {
@@ -214,6 +218,10 @@ class Runner {
     std::vector<std::string> args{opt_.minivmm, "run"};
     args.insert(args.end(), launch.run_args.begin(), launch.run_args.end());
     if (opt_.keep_logs) args.insert(args.end(), {"--stats", stem + ".json"});
+    if (opt_.gdb_on_fault) {
+      run.gdb_socket = stem + ".gdb";
+      args.insert(args.end(), {"--gdb", "unix:" + run.gdb_socket, "--gdb-on-fault"});
+    }
     if (opt_.keep_logs) write_command(stem + ".cmd", args, run.warnings, self_path_);
 
     std::string why;
@@ -351,6 +359,8 @@ class Runner {
       consider(r.kill_at);
     }
     if (opt_.on_tick) consider(last_tick_ + std::chrono::milliseconds(500));
+    // --gdb-on-fault: each test's stderr is looked at for its stub's "held" line.
+    if (opt_.gdb_on_fault) consider(now + std::chrono::milliseconds(200));
 
     timespec ts{};
     timespec* timeout = nullptr;
@@ -366,6 +376,7 @@ class Runner {
     if (rc < 0 && errno != EINTR) throw_errno("ppoll");
     if (rc > 0) read_signals();
     reap();
+    if (opt_.gdb_on_fault) find_held();
     enforce_deadlines();
     if (opt_.on_tick && Clock::now() - last_tick_ >= std::chrono::milliseconds(500)) tick();
   }
@@ -385,6 +396,25 @@ class Runner {
       } else {
         for (auto& [pid, r] : running_) ::kill(-pid, SIGKILL);  // a second Ctrl-C: at once
       }
+    }
+  }
+
+  // A test whose guest faulted under --gdb-on-fault waits for a person: said once, with where
+  // to attach, and its timeout no longer runs.
+  void find_held() {
+    for (auto& [pid, r] : running_) {
+      if (r.held || r.gdb_socket.empty()) continue;
+      std::ifstream f(r.stderr_path);
+      std::stringstream ss;
+      ss << f.rdbuf();
+      if (ss.str().find("held for the debugger") == std::string::npos) continue;
+      r.held = true;
+      r.deadline.reset();
+      std::fprintf(stderr,
+                   "minivmm test: %s: the guest faulted and waits for the debugger: gdb -ex "
+                   "'target remote %s' (detach or quit gdb to let the test end)\n",
+                   tests_[r.index].name.c_str(), r.gdb_socket.c_str());
+      std::fflush(stderr);
     }
   }
 

@@ -58,6 +58,9 @@ struct RunnerOptions {
   std::vector<std::size_t> order;
   std::string logs_dir;  // the console, stderr and report of each test; a temporary folder if empty
   bool keep_logs = false;
+  // --gdb-on-fault: each test gets `--gdb unix:LOGS/NAME.gdb --gdb-on-fault`; a test held for the
+  // debugger is said on stderr (its name and socket) and its deadline is dropped.
+  bool gdb_on_fault = false;
   std::chrono::milliseconds grace{1000};
   // Called as tests start and end, and about twice a second while any runs (for a live status
   // line); `running` names the tests in progress.

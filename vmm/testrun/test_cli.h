@@ -37,6 +37,10 @@ inline CLI::App* add_test_subcommand(CLI::App& app, TestCommandOptions& o) {
                 "keep each test's console (NAME.log), stderr, command (NAME.cmd) and run report "
                 "(NAME.json) in DIR, with results.tsv")
       ->type_name("DIR");
+  t->add_flag("--gdb-on-fault", o.gdb_on_fault,
+              "run each test with a gdb stub (a UNIX socket beside its logs) and hold one that "
+              "panics or triple-faults for the debugger, saying which test and where; a held "
+              "test's timeout stops counting (docs/gdb.md)");
   t->add_option("-D,--define", o.defines, "NAME=VALUE for ${NAME} in manifests (repeatable)")
       ->allow_extra_args(false)
       ->type_name("NAME=VALUE");

@@ -311,6 +311,7 @@ int run(const TestCommandOptions& o) {
   const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
   ro.jobs = static_cast<unsigned>(o.jobs ? std::min<long long>(*o.jobs, 1024) : std::max(1L, cpus));
   ro.keep_logs = !o.logs.empty();
+  ro.gdb_on_fault = o.gdb_on_fault;
   ro.logs_dir = o.logs;
   // An earlier run's times in the logs folder: longest first (schedule.h).
   if (!o.logs.empty()) {

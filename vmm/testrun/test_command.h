@@ -24,6 +24,7 @@ struct TestCommandOptions {
   std::optional<std::string> timeout;   // overrides every test's
   std::string tap, junit, logs;
   std::vector<std::string> defines;     // NAME=VALUE for manifests
+  bool gdb_on_fault = false;            // each test under --gdb unix:... --gdb-on-fault
 };
 
 int run_test_command(const TestCommandOptions& options);

@@ -193,9 +193,10 @@ bool Vcpu::run_loop() {
                       [this] { return !timers_ || timers_->resume(); })) {
         return false;
       }
+      debug_held_ = false;
       continue;
     }
-    if (hold_ && hold_->load(std::memory_order_acquire)) {
+    if (debug_held_ || (hold_ && hold_->load(std::memory_order_acquire))) {
       gate_.wait_for_pause();
       continue;
     }
@@ -231,6 +232,10 @@ bool Vcpu::run_loop() {
 bool Vcpu::handle_exit() {
   const VcpuExit exit = classify_exit(run_->exit_reason);
   count(exit);
+  if (run_->exit_reason == KVM_EXIT_DEBUG && debug_hook_) {
+    debug_held_ = debug_hook_(fd_.get(), run_->debug.arch);
+    return true;
+  }
   if (exit == VcpuExit::kIo) {
     handle_io_exit(*run_, run_size_, io_);
     return true;

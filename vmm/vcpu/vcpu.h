@@ -94,6 +94,13 @@ class Vcpu {
   // asked for ACPI S3 and the loop is about to park every vCPU). Before start().
   void guest_hold(const std::atomic<bool>* hold) noexcept { hold_ = hold; }
 
+  // KVM_EXIT_DEBUG (a gdb breakpoint, watchpoint or step: vmm/gdb/), on the vCPU thread: true
+  // holds this vCPU, running nothing, until the loop's next pause (which the hook asks for);
+  // false runs on. Before start().
+  void debug_exit_hook(std::function<bool(int vcpu_fd, const kvm_debug_exit_arch&)> hook) {
+    debug_hook_ = std::move(hook);
+  }
+
   // The vCPU fd, for the allow-list that confines KVM_RUN to this vCPU's own fd.
   int fd() const noexcept { return fd_.get(); }
 
@@ -153,6 +160,8 @@ class Vcpu {
   std::vector<int> cpus_;
   std::function<bool()> steady_state_hook_;
   std::function<std::optional<std::string>()> host_fault_check_;
+  std::function<bool(int, const kvm_debug_exit_arch&)> debug_hook_;
+  bool debug_held_ = false;  // the vCPU thread's: stopped at a debug exit, until it parks
   std::thread thread_;
   // The running thread's handle, for kick()'s pthread_kill; cleared (under kick_mu_) before
   // the thread returns, because signalling a thread that has been joined is undefined (it
