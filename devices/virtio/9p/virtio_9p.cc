@@ -71,6 +71,14 @@ void Virtio9p::quiesce() {
       "virtio-9p: a --share cannot be snapshotted (its open host files are descriptors)");
 }
 
+void Virtio9p::save_state(StateWriter& /*out*/) const {
+  throw StateError("virtio-9p: a share's open files are host descriptors, not snapshotted");
+}
+
+void Virtio9p::load_state(StateReader& /*in*/) {
+  throw StateError("virtio-9p: a snapshot never holds a share (a run with one refuses them)");
+}
+
 std::uint64_t Virtio9p::unanswerable() const {
   return unanswerable_.load(std::memory_order_relaxed);
 }

@@ -60,6 +60,12 @@ class Virtio9p final : public VirtioDevice {
   void reset() noexcept override;
   // Throws StateError: a share's host descriptors cannot go into a snapshot.
   void quiesce() override;
+  // Snapshot participation (issue 34): none, said out loud. Its fids are host descriptors (and
+  // the guest's view of a folder that may change before a restore), so a run with a share
+  // refuses snapshots (quiesce() above, and --share with --restore is a usage error); both
+  // throw StateError should anything reach them all the same.
+  void save_state(StateWriter& out) const override;
+  void load_state(StateReader& in) override;
   // "tag", "read_only", "requests" by operation, and the server's counters.
   void report(ReportWriter& out) const override;
 
