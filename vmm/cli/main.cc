@@ -21,6 +21,7 @@
 #include "vmm/snapshot/snapshot_config.h"
 #include "vmm/snapshot/snapshot_file.h"
 #include "vmm/testrun/test_cli.h"
+#include "vmm/cli/exec_cli.h"
 #include "devices/bus/device_state.h"
 #include "vmm/vmm_error.h"
 
@@ -209,6 +210,9 @@ int main(int argc, char** argv) {
   // `minivmm test`: suites of boot tests, each test a `minivmm run` child (vmm/testrun/).
   minivmm::testrun::TestCommandOptions test_options;
   CLI::App* test = minivmm::testrun::add_test_subcommand(app, test_options);
+  // `minivmm exec`: one host command in a booted kernel (vmm/exec/, vmm/cli/exec_command.cc).
+  minivmm::vmm::exec::ExecCommandOptions exec_options;
+  CLI::App* exec = minivmm::vmm::exec::add_exec_subcommand(app, exec_options);
 
   try {
     app.parse(argc, argv);
@@ -221,11 +225,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // One line, like every other error: scripts grep the first line of stderr.
     std::fprintf(stderr, "minivmm: error: %s (see 'minivmm %s --help')\n", e.what(),
-                 test->parsed() ? "test" : "run");
+                 test->parsed() ? "test" : exec->parsed() ? "exec" : "run");
     return to_int(ExitCode::kUsage);
   }
   minivmm::log::set_level(minivmm::log::level_from_name(log_level));
   if (test->parsed()) return minivmm::testrun::run_test_command(test_options);
+  if (exec->parsed()) return minivmm::vmm::exec::run_exec_command(exec_options);
 
   const bool restoring = run->count("--restore") > 0;
   if (!restoring && run->count("--kernel") == 0) {

@@ -53,7 +53,7 @@ Machine::Machine(Config config, std::function<void()> open_outputs, const Snapsh
   timed_step("event loop", [&] {
     loop_ = std::make_unique<MachineLoop>(config_);
     run_ = std::make_unique<RunControl>(
-        *loop_, [this] { request_stop(ExitCode::kOk, "--duration expired"); });
+        *loop_, [this] { request_stop_status(config_.duration_status, "--duration expired"); });
   });
   // User input first: the kernel, initrd and drives, the socket path, the network back-ends.
   timed_step("boot inputs", [&] {
