@@ -201,6 +201,14 @@ static pid_t start_command(const struct exec_spec* spec, int out_fd, int err_fd)
 
 int main(void) {
   mount("devtmpfs", "/dev", "devtmpfs", 0, NULL);
+  // The initramfs has no /dev/console, so the kernel started us without fds 0-2: fill them,
+  // or the consoles opened below would get them and the child's dup2s would close them.
+  for (int fd = open("/dev/null", O_RDWR); fd >= 0; fd = open("/dev/null", O_RDWR)) {
+    if (fd > 2) {
+      close(fd);
+      break;
+    }
+  }
   mount("proc", "/proc", "proc", 0, NULL);
   mount("sysfs", "/sys", "sysfs", 0, NULL);
   struct exec_spec spec;

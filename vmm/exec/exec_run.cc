@@ -121,26 +121,18 @@ Config machine_config(const ExecOptions& o, const std::string& kernel, int initr
 }  // namespace
 
 std::string last_lines(const std::string& text, std::size_t lines) {
-  std::size_t start = text.size();
-  std::size_t n = 0;
-  while (start > 0 && n <= lines) {
-    const std::size_t nl = text.rfind('\n', start - 1);
-    if (nl == std::string::npos) {
-      start = 0;
-      break;
-    }
-    if (nl + 1 < text.size()) ++n;
-    if (n > lines) break;
-    start = nl;
-  }
-  std::string out;
-  for (std::size_t at = start; at < text.size();) {
+  std::vector<std::string> all;
+  for (std::size_t at = 0; at < text.size();) {
     std::size_t nl = text.find('\n', at);
     if (nl == std::string::npos) nl = text.size();
     std::string line = text.substr(at, nl - at);
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (!line.empty()) out += "  | " + line + "\n";
+    if (!line.empty()) all.push_back(std::move(line));
     at = nl + 1;
+  }
+  std::string out;
+  for (std::size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i) {
+    out += "  | " + all[i] + "\n";
   }
   return out;
 }

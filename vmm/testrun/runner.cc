@@ -211,9 +211,12 @@ class Runner {
     run.console_path = stem + ".log";
     run.stderr_path = stem + ".stderr";
 
-    std::vector<std::string> args{opt_.minivmm, "run"};
+    std::vector<std::string> args{opt_.minivmm, t.subcommand};
+    // `exec` (a manifest's command) takes no --stats, and its arguments end with the command.
+    if (opt_.keep_logs && t.subcommand == "run") {
+      launch.run_args.insert(launch.run_args.end(), {"--stats", stem + ".json"});
+    }
     args.insert(args.end(), launch.run_args.begin(), launch.run_args.end());
-    if (opt_.keep_logs) args.insert(args.end(), {"--stats", stem + ".json"});
     if (opt_.keep_logs) write_command(stem + ".cmd", args, run.warnings, self_path_);
 
     std::string why;

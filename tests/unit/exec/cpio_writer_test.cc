@@ -17,8 +17,8 @@ struct Entry {
 };
 
 std::uint32_t field(const std::vector<std::uint8_t>& a, std::size_t at, int index) {
-  const std::string hex(a.begin() + static_cast<long>(at + 6 + 8 * index),
-                        a.begin() + static_cast<long>(at + 14 + 8 * index));
+  const std::string hex(a.begin() + static_cast<long>(at + 6 + 8 * static_cast<std::size_t>(index)),
+                        a.begin() + static_cast<long>(at + 14 + 8 * static_cast<std::size_t>(index)));
   return static_cast<std::uint32_t>(std::stoul(hex, nullptr, 16));
 }
 
