@@ -68,14 +68,15 @@ bool write_all_fd(int fd, std::span<const std::uint8_t> bytes) {
   return true;
 }
 
-std::string read_memfd(int fd) {
+// After the run this thread is still the loop's, under its seccomp filter (read and write,
+// no pread or lseek): `fd` is a second open of the memory file, at offset 0.
+std::string read_console(int fd) {
   std::string out;
   char buf[65536];
-  for (off_t at = 0;;) {
-    const ssize_t n = ::pread(fd, buf, sizeof buf, at);
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
     if (n <= 0) break;
     out.append(buf, static_cast<std::size_t>(n));
-    at += n;
   }
   return out;
 }
@@ -104,12 +105,15 @@ Config machine_config(const ExecOptions& o, const std::string& kernel, int initr
   c.initrd_path = "/proc/self/fd/" + std::to_string(initrd_fd);
   // COM1 for the kernel; panic=-1 reboots a kernel that panics before pvpanic is bound (the
   // i8042 reset ends the run without a status: exit 251).
-  c.cmdline = "console=ttyS0 panic=-1 rdinit=/init random.trust_cpu=on";
+  // pci=off: there is no PCI, and probing for it (the AGP aperture check among others) costs
+  // seconds of port exits under nested KVM; tsc=reliable: no clocksource watchdog.
+  c.cmdline = "console=ttyS0 panic=-1 rdinit=/init random.trust_cpu=on pci=off tsc=reliable";
   if (!o.verbose) c.cmdline += " quiet";
   c.memory_bytes = o.memory_bytes;
   c.cpus = o.cpus;
   if (o.timeout_s > 0) c.duration_s = o.timeout_s;
   c.duration_status = kTimeoutRunStatus;
+  c.dump_vcpus_on_duration = true;
   c.quiet_summary = true;
   c.console_input = false;
   c.output_console_fds = {STDOUT_FILENO, STDERR_FILENO};
@@ -176,6 +180,8 @@ int run_exec(const ExecOptions& o) {
   if (initrd < 0) return exec_say(kExecSetupFailed, why);
   const int console = o.verbose ? ::dup(STDERR_FILENO)
                                 : ::memfd_create("minivmm-exec-console", MFD_CLOEXEC);
+  const int console_reader =
+      o.verbose ? -1 : ::open(("/proc/self/fd/" + std::to_string(console)).c_str(), O_RDONLY | O_CLOEXEC);
   int status = 0;
   std::string reason;
   try {
@@ -193,7 +199,7 @@ int run_exec(const ExecOptions& o) {
   const ExecOutcome out = decode_exec_status(status, reason);
   if (!out.message.empty()) exec_say(out.exit_code, out.message + " (exit " + std::to_string(out.exit_code) + ")");
   if (out.show_console && !o.verbose) {
-    const std::string tail = last_lines(read_memfd(console), 25);
+    const std::string tail = last_lines(read_console(console_reader), 25);
     if (!tail.empty()) std::fprintf(stderr, "minivmm exec: the kernel console's last lines:\n%s", tail.c_str());
   }
   ::close(console);

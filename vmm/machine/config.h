@@ -75,6 +75,7 @@ struct Config {
   int kernel_console_fd = -1;
   // What --duration's expiry ends the run with (exec's timeout has its own code).
   int duration_status = 0;
+  bool dump_vcpus_on_duration = false;  // and each vCPU logs its registers as it stops
   // --net: a virtio-net device each (docs/network.md), after the console and the disks.
   std::vector<NetSpec> nets;
 
