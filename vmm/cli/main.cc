@@ -181,6 +181,10 @@ int main(int argc, char** argv) {
                   "virtio-net NIC: tap=IFNAME[,mac=M] (an existing TAP interface), tap-fd=N[,mac=M] "
                   "(a TAP descriptor passed in) or user[,hostfwd=PROTO:[HOSTADDR]:HOSTPORT-"
                   "[GUESTADDR]:GUESTPORT]...[,mac=M] (user-mode networking, libslirp); repeatable");
+  std::vector<std::string> shares;
+  run->add_option("--share", shares,
+                  "virtio-9p share: HOSTDIR[,ro] (repeatable; mount tags share0, share1, ... "
+                  "in order; docs/9p.md)");
   std::string console = "serial";
   run->add_option("--console", console, "guest console: serial (COM1) or virtio (virtio-console)")
       ->check(CLI::IsMember({"serial", "virtio"}))
@@ -239,7 +243,8 @@ int main(int argc, char** argv) {
     return to_int(ExitCode::kUsage);
   }
   if (restoring) {
-    for (const char* o : {"--kernel", "--initrd", "--cmdline"}) {
+    // A run with a share refuses snapshots (docs/9p.md), so no snapshot has one to restore.
+    for (const char* o : {"--kernel", "--initrd", "--cmdline", "--share"}) {
       if (run->count(o) > 0) {
         std::fprintf(stderr, "minivmm: error: %s: a restored guest is not booted (leave it out "
                              "with --restore)\n", o);
@@ -346,7 +351,7 @@ int main(int argc, char** argv) {
     if (!c.seccomp_selftest) {
       std::fprintf(stderr,
                    "minivmm: error: --seccomp-selftest: unknown thread kind '%s' (loop, vcpu, "
-                   "signals or blk)\n",
+                   "signals, blk or 9p)\n",
                    seccomp_selftest.c_str());
       return to_int(ExitCode::kUsage);
     }
@@ -369,6 +374,15 @@ int main(int argc, char** argv) {
     }
     c.nets.push_back(*n);
   }
+  for (const std::string& spec : shares) {
+    std::string why;
+    const auto sh = minivmm::vmm::parse_share_spec(spec, c.shares.size(), why);
+    if (!sh) {
+      std::fprintf(stderr, "minivmm: error: --share: %s\n", why.c_str());
+      return to_int(ExitCode::kUsage);
+    }
+    c.shares.push_back(*sh);
+  }
   // libslirp keeps global state: one user-mode network per process.
   if (std::count_if(c.nets.begin(), c.nets.end(), [](const minivmm::vmm::NetSpec& n) {
         return n.kind == minivmm::vmm::NetSpec::Kind::kUser;
@@ -378,7 +392,8 @@ int main(int argc, char** argv) {
   }
   if (c.virtio_devices() > minivmm::vmm::VirtioMmioDevices::kMaxDevices) {
     std::fprintf(stderr,
-                 "minivmm: error: --drive, --net, --console virtio: at most %zu virtio devices\n",
+                 "minivmm: error: --drive, --net, --share, --console virtio: at most %zu virtio "
+                 "devices\n",
                  minivmm::vmm::VirtioMmioDevices::kMaxDevices);
     return to_int(ExitCode::kUsage);
   }

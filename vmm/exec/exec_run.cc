@@ -98,9 +98,13 @@ int initrd_memfd(const std::vector<std::uint8_t>& cached, const ExecSpec& spec, 
   return fd;
 }
 
-Config machine_config(const ExecOptions& o, const std::string& kernel, int initrd_fd,
-                      int console_fd) {
+Config machine_config(const ExecOptions& o, const ExecSpec& spec, const std::string& kernel,
+                      int initrd_fd, int console_fd) {
   Config c;
+  // The host's / read-only (the guest's root, under a tmpfs), then each --share (virtio-9p,
+  // docs/9p.md): one virtio-9p device each, after the two output consoles.
+  c.shares.push_back({"/", true, spec.root_tag});
+  for (const SpecShare& s : spec.shares) c.shares.push_back({s.path, s.read_only, s.tag});
   c.kernel_path = kernel;
   c.initrd_path = "/proc/self/fd/" + std::to_string(initrd_fd);
   // COM1 for the kernel; panic=-1 reboots a kernel that panics before pvpanic is bound (the
@@ -185,7 +189,7 @@ int run_exec(const ExecOptions& o) {
   int status = 0;
   std::string reason;
   try {
-    Machine machine(machine_config(o, kernel, initrd, console));
+    Machine machine(machine_config(o, spec, kernel, initrd, console));
     status = machine.run();
     reason = machine.report().exit_reason;
   } catch (const VmmError& e) {

@@ -13,6 +13,7 @@
 #include "vmm/vcpu/cpuid_policy.h"
 #include "vmm/cli/drive_spec.h"
 #include "vmm/cli/net_spec.h"
+#include "vmm/cli/share_spec.h"
 #include "vmm/sandbox/seccomp_mode.h"
 
 namespace minivmm::vmm {
@@ -78,11 +79,14 @@ struct Config {
   bool dump_vcpus_on_duration = false;  // and each vCPU logs its registers as it stops
   // --net: a virtio-net device each (docs/network.md), after the console and the disks.
   std::vector<NetSpec> nets;
+  // --share (virtio-9p, docs/9p.md): a 9p device each, after the NICs, tags share0, share1...
+  std::vector<ShareSpec> shares;
 
   // The virtio-mmio devices in board order: the console, the output consoles, the disks, the
-  // NICs.
+  // NICs, the shares.
   std::size_t virtio_devices() const noexcept {
-    return (virtio_console ? 1 : 0) + output_console_fds.size() + drives.size() + nets.size();
+    return (virtio_console ? 1 : 0) + output_console_fds.size() + drives.size() + nets.size() +
+           shares.size();
   }
   // --testdev: QEMU's fw_cfg and pc-testdev (kvm-unit-tests' devices), its ports and its 24
   // IRQ lines; off, a guest cannot drive arbitrary GSIs.

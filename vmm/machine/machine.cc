@@ -438,6 +438,7 @@ void Machine::enter_sandbox_and_start() {
   SeccompSandbox& sandbox = vm_->sandbox;
   sandbox.wait_entered(ThreadKind::kSignals, 1);
   sandbox.wait_entered(ThreadKind::kBlkWorker, virtio_->worker_threads());
+  sandbox.wait_entered(ThreadKind::kNinepWorker, virtio_->ninep_threads());
   if (const auto why = sandbox.failure()) throw VmmError(ExitCode::kHostFailure, *why);
   vcpus_->start();
   if (!sandbox.try_enter(ThreadKind::kLoop, loop_allow_list(vm_->facts))) {

@@ -4,6 +4,7 @@
 
 #include "devices/host/block_uring.h"
 #include "devices/log/log.h"
+#include "devices/virtio/9p/virtio_9p.h"
 #include "devices/virtio/net/virtio_net.h"
 #include "vmm/vmm_error.h"
 
@@ -38,6 +39,7 @@ VirtioBoard::VirtioBoard(const Config& config, VmHandles& vm, MachineLoop& loop,
   }
   for (std::size_t i = 0; i < drives.size(); ++i) add_disk(config, vm, i, std::move(drives[i]));
   for (std::size_t i = 0; i < nets.size(); ++i) add_nic(config, loop, i, nets.at(i));
+  for (const ShareSpec& share : config.shares) add_share(vm, share);
   // The kernel was loaded (boot_cmdline) with these devices' fragment on its command line.
 }
 
@@ -81,6 +83,19 @@ void VirtioBoard::add_nic(const Config& config, MachineLoop& loop, std::size_t i
       backend, [l = loop.loop.get()](std::function<void()> fn) { l->schedule(std::move(fn)); },
       opts);
   devices_->add(label, std::move(nic));
+}
+
+void VirtioBoard::add_share(VmHandles& vm, const ShareSpec& spec) {
+  std::string why;
+  auto server = devices::p9::P9Server::open(spec.path, spec.read_only, why);
+  if (!server) throw VmmError(ExitCode::kUsage, "--share " + spec.path + ": " + why);
+  auto dev = std::make_unique<devices::Virtio9p>(std::move(server), spec.tag, true, [&vm] {
+    return vm.sandbox.try_enter(ThreadKind::kNinepWorker, ninep_worker_allow_list(vm.facts));
+  });
+  ++ninep_workers_;
+  log::info("share {}{}: mount -t 9p -o trans=virtio,version=9p2000.L {} DIR", spec.path,
+            spec.read_only ? " (read-only)" : "", spec.tag);
+  devices_->add(spec.tag, std::move(dev));
 }
 
 void VirtioBoard::flush_console() noexcept {

@@ -2,7 +2,8 @@
 // windows (board_layout.h): virtio-console (--console virtio) first, then a virtio-blk disk per
 // --drive, each served by a locked-down io_uring the loop drives or, where the kernel refuses
 // one (or aio=threads), by a worker thread of its own with its own seccomp filter, then a
-// virtio-net NIC per --net on its back-end (net_backends.h).
+// virtio-net NIC per --net on its back-end (net_backends.h), then a virtio-9p device per --share,
+// each served by a worker thread with its own seccomp filter (docs/9p.md).
 //
 // Threads: built on the main thread before the vCPUs start; report() on the loop thread;
 // destroyed after the vCPUs have stopped and before the loop.
@@ -41,6 +42,8 @@ class VirtioBoard {
   devices::VirtioConsole* console() const noexcept { return console_; }
   // Disks served by a worker thread: the loop waits until each has filtered itself.
   std::size_t worker_threads() const noexcept { return workers_; }
+  // Shares, each served by a worker thread: the same wait.
+  std::size_t ninep_threads() const noexcept { return ninep_workers_; }
 
   // Output a capped transmit turn left for a bottom half the stopped loop will not run.
   void flush_console() noexcept;
@@ -55,6 +58,7 @@ class VirtioBoard {
   void add_disk(const Config& config, VmHandles& vm, std::size_t index, devices::BlockFile file);
   void add_nic(const Config& config, MachineLoop& loop, std::size_t index,
                devices::NetBackend& backend);
+  void add_share(VmHandles& vm, const ShareSpec& spec);
 
   std::unique_ptr<VirtioMmioDevices> devices_;  // null without virtio devices
   devices::VirtioConsole* console_ = nullptr;  // owned by devices_
@@ -62,6 +66,7 @@ class VirtioBoard {
   std::vector<std::unique_ptr<devices::StdoutSink>> output_sinks_;
   std::vector<devices::VirtioConsole*> output_consoles_;  // owned by devices_
   std::size_t workers_ = 0;
+  std::size_t ninep_workers_ = 0;
 };
 
 }  // namespace minivmm::vmm

@@ -238,4 +238,26 @@ SyscallAllowList blk_worker_allow_list(const SeccompFacts& facts) {
   return l;
 }
 
+SyscallAllowList ninep_worker_allow_list(const SeccompFacts& facts) {
+  SyscallAllowList l = common_list(facts);
+  // Walks, reopens and creates; fid duplicates and OFD locks (fcntl); stat by descriptor.
+  l.allow({SYS_openat2, SYS_openat, SYS_close, SYS_fstat, SYS_newfstatat, SYS_fstatfs,
+           SYS_statfs});
+  for (const int cmd : {F_DUPFD_CLOEXEC, F_GETFL, F_SETFL, F_OFD_SETLK, F_OFD_GETLK}) {
+    l.allow_fcntl(cmd);
+  }
+  // I/O and directories.
+  l.allow({SYS_pread64, SYS_pwrite64, SYS_getdents64, SYS_lseek, SYS_fsync, SYS_fdatasync});
+  // Changes (refused before the call on a read-only share). glibc may use the newer
+  // renameat2 and fchmodat2 for the classic calls.
+  l.allow({SYS_mkdirat, SYS_symlinkat, SYS_linkat, SYS_unlinkat, SYS_renameat, SYS_renameat2,
+           SYS_readlinkat, SYS_fchmodat, SYS_fchownat, SYS_truncate, SYS_ftruncate,
+           SYS_utimensat});
+#ifdef SYS_fchmodat2
+  l.allow(SYS_fchmodat2);
+#endif
+  allow_irq_line(l, facts);
+  return l;
+}
+
 }  // namespace minivmm::vmm

@@ -44,5 +44,9 @@ SyscallAllowList vcpu_allow_list(const SeccompFacts& facts, int vcpu_fd);
 SyscallAllowList signals_allow_list(const SeccompFacts& facts);
 // A virtio-blk worker: vectored I/O on its image, flushes, holes, and the completion interrupt.
 SyscallAllowList blk_worker_allow_list(const SeccompFacts& facts);
+// A virtio-9p share's server thread (docs/9p.md): walks and opens beneath its share (openat2,
+// and the /proc/self/fd reopen of lopen), metadata and directory changes by descriptor, I/O
+// on the fids' descriptors, OFD locks, and the completion interrupt.
+SyscallAllowList ninep_worker_allow_list(const SeccompFacts& facts);
 
 }  // namespace minivmm::vmm

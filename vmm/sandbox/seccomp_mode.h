@@ -32,12 +32,12 @@ inline std::string_view seccomp_mode_name(SeccompMode m) noexcept {
 
 // Every thread a run has. kLoop is the main thread (set-up, the event loop, teardown); each
 // vCPU thread is a kVcpu; kSignals is StopSignals' sigwaitinfo thread; kBlkWorker is each
-// virtio-blk drive's I/O thread.
-enum class ThreadKind : std::size_t { kLoop, kVcpu, kSignals, kBlkWorker, kCount };
+// virtio-blk drive's I/O thread; kNinepWorker is each virtio-9p share's (--share) server thread.
+enum class ThreadKind : std::size_t { kLoop, kVcpu, kSignals, kBlkWorker, kNinepWorker, kCount };
 
 inline constexpr std::array<ThreadKind, static_cast<std::size_t>(ThreadKind::kCount)>
     kThreadKinds = {ThreadKind::kLoop, ThreadKind::kVcpu, ThreadKind::kSignals,
-                    ThreadKind::kBlkWorker};
+                    ThreadKind::kBlkWorker, ThreadKind::kNinepWorker};
 
 inline std::string_view thread_kind_name(ThreadKind k) noexcept {
   switch (k) {
@@ -45,6 +45,7 @@ inline std::string_view thread_kind_name(ThreadKind k) noexcept {
     case ThreadKind::kVcpu: return "vcpu";
     case ThreadKind::kSignals: return "signals";
     case ThreadKind::kBlkWorker: return "blk";
+    case ThreadKind::kNinepWorker: return "9p";
     case ThreadKind::kCount: break;
   }
   return "?";

@@ -121,6 +121,7 @@ SyscallAllowList terminal_allow_list(ThreadKind kind) {
     case ThreadKind::kLoop: return loop_allow_list(facts);
     case ThreadKind::kVcpu: return vcpu_allow_list(facts, -1);
     case ThreadKind::kSignals: return signals_allow_list(facts);
+    case ThreadKind::kNinepWorker: return ninep_worker_allow_list(facts);
     case ThreadKind::kBlkWorker:
     case ThreadKind::kCount: break;
   }
