@@ -184,6 +184,10 @@ int run_exec(const ExecOptions& o) {
   if (initrd < 0) return exec_say(kExecSetupFailed, why);
   const int console = o.verbose ? ::dup(STDERR_FILENO)
                                 : ::memfd_create("minivmm-exec-console", MFD_CLOEXEC);
+  if (console < 0) {
+    ::close(initrd);
+    return exec_say(kExecSetupFailed, std::string("the kernel console's file: ") + std::strerror(errno));
+  }
   const int console_reader =
       o.verbose ? -1 : ::open(("/proc/self/fd/" + std::to_string(console)).c_str(), O_RDONLY | O_CLOEXEC);
   int status = 0;
@@ -194,7 +198,8 @@ int run_exec(const ExecOptions& o) {
     reason = machine.report().exit_reason;
   } catch (const VmmError& e) {
     ::close(initrd);
-    return exec_say(kExecSetupFailed, e.what());
+    // An option the Machine refused (--memory over its limit) is the user's to fix.
+    return exec_say(e.code() == ExitCode::kUsage ? kExecUsage : kExecSetupFailed, e.what());
   } catch (const std::exception& e) {
     ::close(initrd);
     return exec_say(kExecSetupFailed, e.what());

@@ -157,9 +157,12 @@ class Resolver {
   bool stat_and_deps(ModuleFile& f, std::vector<std::string>& deps, std::string& why) {
     const std::string full = dir_ + "/" + f.rel_path;
     struct stat st{};
-    if (::lstat(full.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
-      why = full + ": " + (errno != 0 && !S_ISLNK(st.st_mode) ? std::strerror(errno)
-                                                               : "not a regular file");
+    if (::lstat(full.c_str(), &st) != 0) {
+      why = full + ": " + std::strerror(errno);
+      return false;
+    }
+    if (!S_ISREG(st.st_mode)) {  // a symlink, a folder, a device: never followed or read
+      why = full + ": not a regular file";
       return false;
     }
     f.mtime_ns = std::int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
