@@ -41,6 +41,9 @@ struct ModuleSet {
 inline constexpr std::size_t kMaxDepBytes = 64u << 20;
 inline constexpr std::size_t kMaxModules = 100'000;
 
+// A module file's name: *.ko, *.ko.xz, *.ko.zst, *.ko.gz (module_info.cc).
+bool is_module_path(std::string_view path);
+
 // "9pnet-virtio" -> "9pnet_virtio"; the file name's stem for a path ("a/b/9p.ko.xz" -> "9p").
 std::string module_name(std::string_view path_or_name);
 
