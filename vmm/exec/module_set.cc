@@ -77,6 +77,20 @@ bool load_from_dep(const std::string& dir, const std::string& text, Graph& g, st
   return true;
 }
 
+// No modules.dep but a modules.order (an unpacked package has one: the build writes it):
+// every module it lists, by name. Its paths are as built (".ko"); the file may have been
+// compressed since, which stat_and_deps finds.
+bool load_from_order(const std::string& text, Graph& g) {
+  for (std::size_t start = 0; start < text.size();) {
+    const std::size_t nl = std::min(text.find('\n', start), text.size());
+    std::string rel = text.substr(start, nl - start);
+    start = nl + 1;
+    if (is_module_path(rel) && safe_rel_path(rel)) g.path_of.emplace(module_name(rel), rel);
+    if (g.path_of.size() > kMaxModules) break;
+  }
+  return true;
+}
+
 // No modules.dep: every module file under `dir`, by name; dependencies from .modinfo later.
 bool load_from_tree(const std::string& dir, Graph& g, std::string& why) {
   std::error_code ec;
@@ -148,12 +162,22 @@ class Resolver {
   bool stat_and_deps(ModuleFile& f, std::vector<std::string>& deps, std::string& why) {
     const std::string full = dir_ + "/" + f.rel_path;
     struct stat st{};
-    if (::lstat(full.c_str(), &st) != 0) {
-      why = full + ": " + std::strerror(errno);
+    if (!have_dep_ && ::lstat(full.c_str(), &st) != 0 && errno == ENOENT) {
+      // modules.order names "x.ko"; the package may hold "x.ko.xz" (refused below).
+      for (const char* ext : {".xz", ".zst", ".gz"}) {
+        if (::lstat((full + ext).c_str(), &st) == 0) {
+          f.rel_path += ext;
+          break;
+        }
+      }
+    }
+    const std::string found = dir_ + "/" + f.rel_path;
+    if (::lstat(found.c_str(), &st) != 0) {
+      why = found + ": " + std::strerror(errno);
       return false;
     }
     if (!S_ISREG(st.st_mode)) {  // a symlink, a folder, a device: never followed or read
-      why = full + ": not a regular file";
+      why = found + ": not a regular file";
       return false;
     }
     f.mtime_ns = std::int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
@@ -163,14 +187,14 @@ class Resolver {
       return true;
     }
     if (f.rel_path.size() < 3 || f.rel_path.compare(f.rel_path.size() - 3, 3, ".ko") != 0) {
-      why = full + ": compressed, and " + dir_ + " has no modules.dep (run depmod -b)";
+      why = found + ": compressed, and " + dir_ + " has no modules.dep (run depmod -b)";
       return false;
     }
     bool bad = false;
-    const auto bytes = read_module_file(full, why, bad);
+    const auto bytes = read_module_file(found, why, bad);
     const auto depends = bytes ? modinfo_depends(*bytes) : std::nullopt;
     if (!depends) {
-      if (!bad) why = full + ": not a kernel module (no .modinfo)";
+      if (!bad) why = found + ": not a kernel module (no .modinfo)";
       return false;
     }
     for (std::size_t start = 0; start < depends->size();) {
@@ -206,7 +230,15 @@ std::optional<ModuleSet> resolve_modules(const std::string& dir,
   }
   const auto dep = read_module_file(dir + "/modules.dep", why, bad);
   if (bad) return std::nullopt;
-  if (dep ? !load_from_dep(dir, *dep, g, why) : !load_from_tree(dir, g, why)) return std::nullopt;
+  bool loaded = false;
+  if (dep) {
+    loaded = load_from_dep(dir, *dep, g, why);
+  } else if (const auto order = read_module_file(dir + "/modules.order", why, bad)) {
+    loaded = load_from_order(*order, g);  // no walk of the tree: slow over a network or 9p
+  } else {
+    loaded = !bad && load_from_tree(dir, g, why);
+  }
+  if (!loaded) return std::nullopt;
   Resolver r(dir, g, dep.has_value());
   for (const WantedModule& w : wanted) {
     const std::string name = module_name(w.name);

@@ -182,6 +182,26 @@ TEST_F(ModuleDir, WithoutModulesDepTheModinfoSaysTheDependencies) {
   EXPECT_EQ(order(*s), (std::vector<std::string>{"9pnet", "netfs", "9p"}));
 }
 
+TEST_F(ModuleDir, WithoutModulesDepModulesOrderNamesThePathsAndNoWalkIsNeeded) {
+  using namespace std::string_literals;
+  put("modules.order", "kernel/fs/9p/9p.ko\nkernel/net/9p/9pnet.ko\n../../evil.ko\n");
+  put("kernel/fs/9p/9p.ko", fake_module("depends=9pnet\0"s));
+  put("kernel/net/9p/9pnet.ko", fake_module("depends=\0"s));
+  put("elsewhere/unlisted.ko", fake_module("depends=\0"s));  // not in modules.order
+  const auto s = resolve({{"9p", true}, {"unlisted", false}});
+  ASSERT_TRUE(s) << why_;
+  EXPECT_EQ(order(*s), (std::vector<std::string>{"9pnet", "9p"}));
+  EXPECT_EQ(s->absent, (std::vector<std::string>{"unlisted"}));
+  EXPECT_FALSE(resolve({{"evil", true}}));
+}
+
+TEST_F(ModuleDir, ModulesOrderOfAModuleCompressedSinceIsFoundAndRefusedWithoutDep) {
+  put("modules.order", "kernel/a.ko\n");
+  put("kernel/a.ko.zst", "zst");
+  EXPECT_FALSE(resolve({{"a", true}}));
+  EXPECT_NE(why_.find("kernel/a.ko.zst: compressed"), std::string::npos) << why_;
+}
+
 TEST_F(ModuleDir, WithoutModulesDepACompressedModuleAsksForDepmod) {
   put("kernel/a.ko.xz", "xz");
   EXPECT_FALSE(resolve({{"a", true}}));
