@@ -127,6 +127,19 @@ std::vector<std::byte> build_dsdt(const AcpiConfig& config) {
     const aml::Bytes sb = aml::scope("\\_SB_", aml::device("PEVT", body));
     code.insert(code.end(), sb.begin(), sb.end());
   }
+  // virtio-mmio as QEMU's microvm machine describes it (hw/i386/acpi-microvm.c): one device
+  // per window, _HID LNRO0005, its own _UID.
+  for (std::size_t i = 0; i < config.virtio_mmio.size() && i < 100; ++i) {
+    const AcpiMmioDevice& d = config.virtio_mmio[i];
+    aml::Bytes body = aml::name_string("_HID", "LNRO0005");
+    const aml::Bytes uid = aml::name_uid(static_cast<std::uint8_t>(i));
+    const aml::Bytes crs = aml::crs_mmio_irq(d.base, d.size, d.gsi);
+    body.insert(body.end(), uid.begin(), uid.end());
+    body.insert(body.end(), crs.begin(), crs.end());
+    const std::string name = "VR" + std::string(1, char('0' + i / 10)) + char('0' + i % 10);
+    const aml::Bytes sb = aml::scope("\\_SB_", aml::device(name, body));
+    code.insert(code.end(), sb.begin(), sb.end());
+  }
   std::vector<std::byte> t;
   append(t, make_header("DSDT", static_cast<std::uint32_t>(sizeof(SdtHeader) + code.size()),
                         kDsdtRevision));

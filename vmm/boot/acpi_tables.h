@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "devices/bus/guest_memory.h"
 
@@ -14,6 +15,12 @@ inline constexpr std::uint64_t kIoApicAddr = 0xfec00000;
 inline constexpr std::uint64_t kLocalApicAddr = 0xfee00000;
 inline constexpr std::uint32_t kMaxAcpiCpus = 254;  // xAPIC ids are 8-bit, 0xff is broadcast,
                                                     // and the IOAPIC takes id num_cpus
+
+struct AcpiMmioDevice {
+  std::uint32_t base = 0;
+  std::uint32_t size = 0;
+  std::uint32_t gsi = 0;
+};
 
 struct AcpiConfig {
   std::uint32_t num_cpus = 1;
@@ -27,6 +34,10 @@ struct AcpiConfig {
   std::uint16_t pm_tmr_port = 0;
   // QEMU's pvpanic (_HID QEMU0001) at this I/O port, in the DSDT; none without it.
   std::optional<std::uint16_t> pvpanic_port;
+  // virtio-mmio windows announced in the DSDT as _HID LNRO0005 (what Linux's virtio_mmio
+  // matches through ACPI), for kernels built without CONFIG_VIRTIO_MMIO_CMDLINE_DEVICES (every
+  // Debian kernel). Empty: none (the command line's virtio_mmio.device= words do it).
+  std::vector<AcpiMmioDevice> virtio_mmio;
 };
 
 // Guest-physical addresses of what write_acpi_tables wrote.

@@ -19,6 +19,9 @@ constexpr std::uint8_t kDeviceOp = 0x82;  // after kExtOpPrefix
 constexpr std::uint8_t kIoPortDescriptor = 0x47;
 constexpr std::uint8_t kIoDecode16 = 0x01;
 constexpr std::uint8_t kEndTag = 0x79;
+// Large descriptors (ACPI 6.5 6.4.3): 32-bit fixed memory range, extended interrupt.
+constexpr std::uint8_t kMemory32Fixed = 0x86;
+constexpr std::uint8_t kExtendedInterrupt = 0x89;
 
 void add(Bytes& out, const Bytes& more) { out.insert(out.end(), more.begin(), more.end()); }
 
@@ -100,6 +103,40 @@ Bytes crs_io_ports(std::uint16_t base, std::uint8_t count) {
   // Minimum and maximum base are equal (a fixed place), alignment 1; then the end tag with a
   // zero checksum ("treated as correct").
   const Bytes resources{kIoPortDescriptor, kIoDecode16, lo, hi, lo, hi, 0x01, count, kEndTag, 0x00};
+  Bytes buffer_body{kBytePrefix, static_cast<std::uint8_t>(resources.size())};
+  add(buffer_body, resources);
+  Bytes out{kNameOp};
+  add(out, name_seg("_CRS"));
+  add(out, package({kBufferOp}, buffer_body));
+  return out;
+}
+
+Bytes name_uid(std::uint8_t uid) {
+  Bytes out{kNameOp};
+  add(out, name_seg("_UID"));
+  if (uid <= 1) {
+    out.push_back(uid == 0 ? kZeroOp : kOneOp);
+  } else {
+    out.push_back(kBytePrefix);
+    out.push_back(uid);
+  }
+  return out;
+}
+
+Bytes crs_mmio_irq(std::uint32_t base, std::uint32_t size, std::uint32_t gsi) {
+  Bytes resources;
+  const auto le32 = [&resources](std::uint32_t v) {
+    for (int i = 0; i < 4; ++i) resources.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
+  };
+  // Memory32Fixed: length 9, read-write.
+  resources.insert(resources.end(), {kMemory32Fixed, 0x09, 0x00, 0x01});
+  le32(base);
+  le32(size);
+  // Extended interrupt: length 6; flags consumer | edge (active high, exclusive), as the ISA
+  // IRQ an ISA-numbered GSI gets from `virtio_mmio.device=` on the command line; one entry.
+  resources.insert(resources.end(), {kExtendedInterrupt, 0x06, 0x00, 0x03, 0x01});
+  le32(gsi);
+  resources.insert(resources.end(), {kEndTag, 0x00});
   Bytes buffer_body{kBytePrefix, static_cast<std::uint8_t>(resources.size())};
   add(buffer_body, resources);
   Bytes out{kNameOp};

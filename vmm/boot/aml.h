@@ -27,5 +27,10 @@ Bytes name_string(std::string_view name, std::string_view value);
 Bytes name_byte_package(std::string_view name, std::initializer_list<std::uint8_t> values);
 // Name(_CRS, ResourceTemplate() { IO(Decode16, base, base, 1, count) }).
 Bytes crs_io_ports(std::uint16_t base, std::uint8_t count);
+// Name(_UID, n) with a byte integer.
+Bytes name_uid(std::uint8_t uid);
+// Name(_CRS, ResourceTemplate() { Memory32Fixed(ReadWrite, base, size)
+// Interrupt(ResourceConsumer, Edge, ActiveHigh, Exclusive) { gsi } }): a virtio-mmio window.
+Bytes crs_mmio_irq(std::uint32_t base, std::uint32_t size, std::uint32_t gsi);
 
 }  // namespace minivmm::vmm::aml

@@ -18,8 +18,10 @@ LoadedKernel load_guest_kernel(const devices::GuestMemory& mem, std::span<const 
                                const std::string& cmdline, std::span<const std::byte> initrd,
                                std::uint32_t cpus, std::string_view kernel_name,
                                std::optional<std::uint16_t> pvpanic_port,
-                               std::optional<std::uint16_t> acpi_pm_port) {
+                               std::optional<std::uint16_t> acpi_pm_port,
+                               std::vector<AcpiMmioDevice> acpi_virtio) {
   AcpiConfig acpi_config;
+  acpi_config.virtio_mmio = std::move(acpi_virtio);
   acpi_config.num_cpus = cpus;
   acpi_config.pvpanic_port = pvpanic_port;
   if (acpi_pm_port) {

@@ -14,6 +14,7 @@
 
 #include <optional>
 
+#include "vmm/boot/acpi_tables.h"
 #include "vmm/boot/loaded_kernel.h"
 #include "devices/bus/guest_memory.h"
 
@@ -26,11 +27,13 @@ namespace minivmm::vmm {
 // real-mode IVT (bios_ivt.h) and the ACPI tables in the BIOS area, each unless the image
 // itself occupies that memory. A multiboot kernel's command line starts with `kernel_name`
 // (the --kernel path) when one is given, as GRUB and QEMU pass it: kvm-unit-tests takes the
-// first word as argv[0] and the rest as its arguments.
+// first word as argv[0] and the rest as its arguments. `acpi_virtio`: virtio-mmio windows to
+// announce in the DSDT (for kernels that cannot take them from the command line).
 LoadedKernel load_guest_kernel(const devices::GuestMemory& mem, std::span<const std::byte> image,
                                const std::string& cmdline, std::span<const std::byte> initrd,
                                std::uint32_t cpus = 1, std::string_view kernel_name = {},
                                std::optional<std::uint16_t> pvpanic_port = std::nullopt,
-                               std::optional<std::uint16_t> acpi_pm_port = std::nullopt);
+                               std::optional<std::uint16_t> acpi_pm_port = std::nullopt,
+                               std::vector<AcpiMmioDevice> acpi_virtio = {});
 
 }  // namespace minivmm::vmm

@@ -1,6 +1,7 @@
 // minivmm: the process (standard fds, signals, logging), the command line's root and the
 // subcommand it names. Each subcommand is its own files: `run` (run_cli.h, run_config.cc,
-// run_command.cc), `test` (vmm/testrun/test_cli.h). Everything else is in Machine.
+// run_command.cc), `test` (vmm/testrun/test_cli.h), `exec` (exec_cli.h, exec_command.cc).
+// Everything else is in Machine.
 #include <CLI/CLI.hpp>
 #include <fcntl.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <cstdio>
 
 #include "devices/log/log.h"
+#include "vmm/cli/exec_cli.h"
 #include "vmm/cli/run_cli.h"
 #include "vmm/exit_code.h"
 #include "vmm/host/crash_signals.h"
@@ -58,6 +60,9 @@ int main(int argc, char** argv) {
   // `minivmm test`: suites of boot tests, each test a `minivmm run` child (vmm/testrun/).
   minivmm::testrun::TestCommandOptions test_options;
   CLI::App* test = minivmm::testrun::add_test_subcommand(app, test_options);
+  // `minivmm exec`: one host command in a booted kernel (vmm/exec/, vmm/cli/exec_command.cc).
+  minivmm::vmm::exec::ExecCommandOptions exec_options;
+  CLI::App* exec = minivmm::vmm::exec::add_exec_subcommand(app, exec_options);
 
   try {
     app.parse(argc, argv);
@@ -70,11 +75,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // One line, like every other error: scripts grep the first line of stderr.
     std::fprintf(stderr, "minivmm: error: %s (see 'minivmm %s --help')\n", e.what(),
-                 test->parsed() ? "test" : "run");
+                 test->parsed() ? "test" : exec->parsed() ? "exec" : "run");
     return to_int(ExitCode::kUsage);
   }
   minivmm::log::set_level(minivmm::log::level_from_name(run_options.log_level));
   if (test->parsed()) return minivmm::testrun::run_test_command(test_options);
+  if (exec->parsed()) return minivmm::vmm::exec::run_exec_command(exec_options);
   minivmm::vmm::note_given_options(*run, run_options);
   return minivmm::vmm::run_command(run_options);
 }

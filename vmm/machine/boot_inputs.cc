@@ -25,9 +25,15 @@ LoadedKernel load_kernel_and_initrd(const Config& config, const GuestRamMapping&
   const TruncationGuard guard{&kernel, &initrd};
   LoadedKernel k;
   try {
+    std::vector<AcpiMmioDevice> acpi_virtio;
+    for (std::size_t i = 0; config.virtio_in_acpi && i < config.virtio_devices(); ++i) {
+      const board::Window w = board::virtio_window(i);
+      acpi_virtio.push_back({static_cast<std::uint32_t>(w.base),
+                             static_cast<std::uint32_t>(w.size), board::kVirtioGsis.at(i)});
+    }
     k = load_guest_kernel(ram.memory(), kernel.bytes(), cmdline, initrd.bytes(), config.cpus,
                           config.kernel_path, board_port_of("pvpanic"),
-                          board_port_of("acpi_pm"));
+                          board_port_of("acpi_pm"), std::move(acpi_virtio));
   } catch (const VmmError& e) {
     if (e.code() != ExitCode::kUsage || cmdline.size() == config.cmdline.size() ||
         std::string(e.what()).rfind("--cmdline", 0) != 0) {
@@ -71,7 +77,7 @@ std::vector<devices::BlockFile> open_drives(const Config& c,
 
 std::string boot_cmdline(const Config& c) {
   const std::string devices =
-      VirtioMmioDevices::cmdline_for(c.virtio_devices());
+      c.virtio_in_acpi ? std::string() : VirtioMmioDevices::cmdline_for(c.virtio_devices());
   if (devices.empty()) return c.cmdline;
   return c.cmdline.empty() ? devices : c.cmdline + " " + devices;
 }

@@ -73,14 +73,26 @@ struct Config {
   // virtio-mmio devices (docs/virtio.md): --drive (virtio-blk, one per flag) and --console.
   std::vector<DriveSpec> drives;
   bool virtio_console = false;  // --console virtio: the guest console is virtio-console
+  // minivmm exec (vmm/exec/): output-only virtio-consoles after the console, each writing to
+  // its host fd (the command's stdout and stderr), and every virtio-mmio window announced in
+  // the ACPI DSDT (LNRO0005) instead of on the command line: Debian's kernels are built without
+  // CONFIG_VIRTIO_MMIO_CMDLINE_DEVICES. kernel_console_fd: where COM1's output goes (-1: stdout).
+  std::vector<int> output_console_fds;
+  bool virtio_in_acpi = false;
+  int kernel_console_fd = -1;
+  // What --duration's expiry ends the run with (exec's timeout has its own code).
+  int duration_status = 0;
+  bool dump_vcpus_on_duration = false;  // and each vCPU logs its registers as it stops
   // --net: a virtio-net device each (docs/network.md), after the console and the disks.
   std::vector<NetSpec> nets;
   // --share (virtio-9p, docs/9p.md): a 9p device each, after the NICs, tags share0, share1...
   std::vector<ShareSpec> shares;
 
-  // The virtio-mmio devices in board order: the console, the disks, the NICs, the shares.
+  // The virtio-mmio devices in board order: the console, the output consoles, the disks, the
+  // NICs, the shares.
   std::size_t virtio_devices() const noexcept {
-    return (virtio_console ? 1 : 0) + drives.size() + nets.size() + shares.size();
+    return (virtio_console ? 1 : 0) + output_console_fds.size() + drives.size() + nets.size() +
+           shares.size();
   }
   // --testdev: QEMU's fw_cfg and pc-testdev (kvm-unit-tests' devices), its ports and its 24
   // IRQ lines; off, a guest cannot drive arbitrary GSIs.

@@ -54,7 +54,12 @@ Machine::Machine(Config config, std::function<void()> open_outputs, const Snapsh
   timed_step("event loop", [&] {
     loop_ = std::make_unique<MachineLoop>(config_);
     run_ = std::make_unique<RunControl>(
-        *loop_, [this] { request_stop(ExitCode::kOk, "--duration expired"); });
+        *loop_, [this] {
+          if (config_.dump_vcpus_on_duration && !run_->stopping()) {
+            dump_vcpus_.store(true, std::memory_order_release);
+          }
+          request_stop_status(config_.duration_status, "--duration expired");
+        });
   });
   // User input first: the kernel, initrd and drives, the socket path, the network back-ends.
   timed_step("boot inputs", [&] {
@@ -250,6 +255,7 @@ void Machine::build_vcpus() {
   for (const auto& v : vcpus_->all()) {
     vm_->facts.vcpu_fds.push_back(v->fd());
     v->guest_hold(&suspend_hold_);
+    v->dump_on_stop(&dump_vcpus_);
   }
 }
 

@@ -147,6 +147,8 @@ class Machine {
   // S3: the vCPUs hold (set by the guest's SLP_EN, cleared once they are parked); asleep until
   // a wake; the rt_clock timer of the RTC alarm that wakes it.
   std::atomic<bool> suspend_hold_{false};
+  // Config::dump_vcpus_on_duration, set as --duration expires: each vCPU logs its registers.
+  std::atomic<bool> dump_vcpus_{false};
   bool asleep_ = false;
   std::unique_ptr<timers::Timer> rtc_wake_;
   double last_snapshot_ms_ = -1;  // the last snapshot's pause to written; -1 before one

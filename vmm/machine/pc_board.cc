@@ -166,7 +166,7 @@ PcBoard::PcBoard(const Config& config, MachineLoop& loop, VmHandles& vm,
                  const LoadedKernel& kernel,
                  std::function<void(int status, const std::string& why)> stop,
                  std::function<void()> suspend)
-    : vm_(vm) {
+    : vm_(vm), sink_(config.kernel_console_fd >= 0 ? config.kernel_console_fd : STDOUT_FILENO) {
   BoardContext ctx{config, loop, vm, sink_, kernel, std::move(stop), std::move(suspend), *this};
   for (const BoardSlot& slot : board_slots()) {
     if (slot.testdev && !config.testdev) continue;

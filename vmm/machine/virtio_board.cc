@@ -26,6 +26,17 @@ VirtioBoard::VirtioBoard(const Config& config, VmHandles& vm, MachineLoop& loop,
     });
     devices_->add("console", std::move(console));
   }
+  // minivmm exec: the command's stdout and stderr, each its own console (hvc1, hvc2 in the
+  // guest after hvc0, or hvc0, hvc1 without --console virtio), never read from.
+  for (std::size_t i = 0; i < config.output_console_fds.size(); ++i) {
+    output_sinks_.push_back(std::make_unique<devices::StdoutSink>(config.output_console_fds[i]));
+    auto out = std::make_unique<devices::VirtioConsole>(*output_sinks_.back());
+    out->set_on_tx_pending([l = loop.loop.get(), c = out.get()] {
+      l->schedule([c] { c->resume_transmit(); });
+    });
+    output_consoles_.push_back(out.get());
+    devices_->add("out" + std::to_string(i), std::move(out));
+  }
   for (std::size_t i = 0; i < drives.size(); ++i) add_disk(config, vm, i, std::move(drives[i]));
   for (std::size_t i = 0; i < nets.size(); ++i) add_nic(config, loop, i, nets.at(i));
   for (const ShareSpec& share : config.shares) add_share(vm, share);
@@ -88,6 +99,7 @@ void VirtioBoard::add_share(VmHandles& vm, const ShareSpec& spec) {
 
 void VirtioBoard::flush_console() noexcept {
   if (console_ != nullptr) console_->flush_transmit();
+  for (devices::VirtioConsole* c : output_consoles_) c->flush_transmit();
 }
 
 void VirtioBoard::report(nlohmann::json& devices) const {

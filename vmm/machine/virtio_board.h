@@ -18,6 +18,7 @@
 #include "devices/bus/mmio_bus.h"
 #include "devices/host/block_file.h"
 #include "devices/virtio/blk/virtio_blk.h"
+#include "devices/host/stdout_sink.h"
 #include "devices/virtio/virtio_console.h"
 #include "vmm/machine/config.h"
 #include "vmm/machine/machine_loop.h"
@@ -61,6 +62,9 @@ class VirtioBoard {
 
   std::unique_ptr<VirtioMmioDevices> devices_;  // null without virtio devices
   devices::VirtioConsole* console_ = nullptr;  // owned by devices_
+  // Config::output_console_fds: a sink per output-only console (the consoles hold references).
+  std::vector<std::unique_ptr<devices::StdoutSink>> output_sinks_;
+  std::vector<devices::VirtioConsole*> output_consoles_;  // owned by devices_
   std::size_t workers_ = 0;
   std::size_t ninep_workers_ = 0;
 };

@@ -18,7 +18,9 @@ namespace {
 // The keys a test (or [defaults]) may have.
 const std::set<std::string, std::less<>> kTestKeys = {
     "name",    "kernel", "initrd", "cmdline", "cpus",    "memory",     "args",
-    "timeout", "exit",   "console", "not_console", "groups", "restore", "resets"};
+    "timeout", "exit",   "console", "not_console", "groups", "restore", "resets",
+    // minivmm exec (issue 32): a command run in its own guest.
+    "command", "share", "modules"};
 
 constexpr double kDefaultTimeoutS = 60;
 
@@ -147,17 +149,8 @@ class Reader {
     return p;
   }
 
-  TestCase one_test(const toml::table& t, const toml::table& d) const {
-    TestCase tc;
-    tc.kind = TestCase::Kind::kManifest;
-    tc.origin = path_ + ":" + std::to_string(t.source().begin.line);
-    const toml::node* name = t.get("name");
-    if (!name) fail(t.source(), "a test without a 'name'");
-    tc.name = string_of(*name, "name");
-    if (tc.name.empty() || tc.name.find_first_of(" \t\n/") != std::string::npos) {
-      fail(name->source(), "a test's name is not empty and has no blanks or '/': '" + tc.name + "'");
-    }
-
+  // A test that boots a kernel or restores a snapshot: `minivmm run`'s arguments.
+  void boot_test(const toml::table& t, const toml::table& d, TestCase& tc) const {
     // A test starts from a snapshot (`restore`) or boots a kernel. A restore in the test or its
     // defaults wins over a default kernel; a test naming both is an error.
     const toml::node* restore = pick(t, d, "restore");
@@ -212,6 +205,77 @@ class Reader {
     }
     if (const toml::node* n = pick(t, d, "args")) {
       for (auto& a : strings_of(*n, "args")) tc.run_args.push_back(expand(*n, a));
+    }
+  }
+
+  // `command = [...]`: `minivmm exec [--kernel K] [--modules DIR] [--share DIR[,ro]]...
+  // [--memory M] [--cpus N] -- COMMAND...`; the command's stdout is the console the
+  // expectations read, its status the exit.
+  void exec_test(const toml::table& t, const toml::table& d, const toml::node& command,
+                 TestCase& tc) const {
+    for (const char* booted : {"restore", "resets", "initrd", "cmdline"}) {
+      if (const toml::node* n = t.get(booted)) {
+        fail(n->source(), std::string("'") + booted + "' is not for a test that runs a 'command'");
+      }
+    }
+    tc.subcommand = "exec";
+    if (const toml::node* n = pick(t, d, "kernel")) {
+      tc.kernel = path_of(*n, "kernel");
+      tc.run_args.insert(tc.run_args.end(), {"--kernel", tc.kernel});
+    }
+    if (const toml::node* n = pick(t, d, "modules")) {
+      tc.run_args.insert(tc.run_args.end(), {"--modules", path_of(*n, "modules")});
+    }
+    if (const toml::node* n = pick(t, d, "share")) {
+      const std::vector<std::string> shares =
+          n->is_string() ? std::vector<std::string>{string_of(*n, "share")} : strings_of(*n, "share");
+      for (const std::string& written : shares) {
+        std::string p = expand(*n, written);
+        if (p.empty()) fail(n->source(), "'share' is empty");
+        if (p.front() != '/' && written.rfind("${", 0) != 0) p = dir_ + "/" + p;
+        tc.run_args.insert(tc.run_args.end(), {"--share", p});
+      }
+    }
+    if (const toml::node* n = pick(t, d, "cpus")) {
+      tc.run_args.insert(tc.run_args.end(), {"--cpus", std::to_string(integer_of(*n, "cpus", 1, 16))});
+    }
+    if (const toml::node* n = pick(t, d, "memory")) {
+      const std::string m = n->is_integer() ? std::to_string(integer_of(*n, "memory", 1, 3072)) + "M"
+                                            : string_of(*n, "memory");
+      if (!vmm::parse_size(m)) {
+        fail(n->source(), "'memory': '" + m + "' is not a size (try \"64M\" or \"1G\")");
+      }
+      tc.run_args.insert(tc.run_args.end(), {"--memory", m});
+    }
+    if (const toml::node* n = pick(t, d, "args")) {
+      for (auto& a : strings_of(*n, "args")) tc.run_args.push_back(expand(*n, a));
+    }
+    const std::vector<std::string> argv = strings_of(command, "command");
+    if (argv.empty()) fail(command.source(), "'command' is empty: give the command and its arguments");
+    tc.run_args.push_back("--");
+    for (const auto& a : argv) tc.run_args.push_back(expand(command, a));
+  }
+
+  TestCase one_test(const toml::table& t, const toml::table& d) const {
+    TestCase tc;
+    tc.kind = TestCase::Kind::kManifest;
+    tc.origin = path_ + ":" + std::to_string(t.source().begin.line);
+    const toml::node* name = t.get("name");
+    if (!name) fail(t.source(), "a test without a 'name'");
+    tc.name = string_of(*name, "name");
+    if (tc.name.empty() || tc.name.find_first_of(" \t\n/") != std::string::npos) {
+      fail(name->source(), "a test's name is not empty and has no blanks or '/': '" + tc.name + "'");
+    }
+
+    if (const toml::node* command = pick(t, d, "command")) {
+      exec_test(t, d, *command, tc);
+    } else {
+      for (const char* key : {"share", "modules"}) {
+        if (const toml::node* n = t.get(key)) {
+          fail(n->source(), std::string("'") + key + "' is for a test that runs a 'command'");
+        }
+      }
+      boot_test(t, d, tc);
     }
 
     double timeout = kDefaultTimeoutS;

@@ -215,13 +215,18 @@ class Runner {
     run.console_path = stem + ".log";
     run.stderr_path = stem + ".stderr";
 
-    std::vector<std::string> args{opt_.minivmm, "run"};
-    args.insert(args.end(), launch.run_args.begin(), launch.run_args.end());
-    if (opt_.keep_logs) args.insert(args.end(), {"--stats", stem + ".json"});
-    if (opt_.gdb_on_fault) {
-      run.gdb_socket = stem + ".gdb";
-      args.insert(args.end(), {"--gdb", "unix:" + run.gdb_socket, "--gdb-on-fault"});
+    std::vector<std::string> args{opt_.minivmm, t.subcommand};
+    // `exec` (a manifest's command) takes no --stats or --gdb, and its arguments end with the
+    // command.
+    if (t.subcommand == "run") {
+      if (opt_.keep_logs) launch.run_args.insert(launch.run_args.end(), {"--stats", stem + ".json"});
+      if (opt_.gdb_on_fault) {
+        run.gdb_socket = stem + ".gdb";
+        launch.run_args.insert(launch.run_args.end(),
+                               {"--gdb", "unix:" + run.gdb_socket, "--gdb-on-fault"});
+      }
     }
+    args.insert(args.end(), launch.run_args.begin(), launch.run_args.end());
     if (opt_.keep_logs) write_command(stem + ".cmd", args, run.warnings, self_path_);
 
     std::string why;

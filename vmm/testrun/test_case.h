@@ -25,7 +25,9 @@ struct TestCase {
   // (a cfg value can run a command, `date +%s`, whose output must be fresh).
   std::vector<std::string> run_args;
   std::size_t suite_entry = 0;  // kSuite: the index in the cfg's entries
-  std::string kernel;           // kManifest: checked when the test starts
+  std::string kernel;           // kManifest: checked when the test starts ("" for exec's default)
+  // The minivmm subcommand run_args are for: "run", or "exec" for a manifest's `command`.
+  std::string subcommand = "run";
 
   std::optional<double> timeout_s;  // nullopt: none
   std::string timeout_text;         // as the verdict quotes it ("90s", "20s")

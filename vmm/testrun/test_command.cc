@@ -347,7 +347,7 @@ int run(const TestCommandOptions& o) {
   const ShellContext shell = plan.suite ? kut_shell(*plan.suite) : ShellContext{};
   const Prepare prepare = [&](const TestCase& t) -> std::variant<Launch, Verdict> {
     if (t.kind == TestCase::Kind::kManifest) {
-      if (::access(t.kernel.c_str(), R_OK) != 0) {
+      if (!t.kernel.empty() && ::access(t.kernel.c_str(), R_OK) != 0) {
         return Verdict{Outcome::kFail, "kernel '" + t.kernel + "': " + std::strerror(errno)};
       }
       return Launch{t.run_args, ""};

@@ -226,6 +226,9 @@ bool Vcpu::run_loop() {
     }
     if (!handle_exit()) return true;
   }
+  if (dump_on_stop_ && dump_on_stop_->load(std::memory_order_acquire)) {
+    report_crash("the run was stopped (--timeout): vCPU " + std::to_string(index_) + " was here");
+  }
   return true;
 }
 

@@ -93,6 +93,9 @@ class Vcpu {
   // While `*hold` is true the vCPU enters no KVM_RUN but waits for the loop's pause (the guest
   // asked for ACPI S3 and the loop is about to park every vCPU). Before start().
   void guest_hold(const std::atomic<bool>* hold) noexcept { hold_ = hold; }
+  // When `*dump` is true as the run ends, the vCPU logs its registers and the bytes at its rip
+  // on its way out (minivmm exec's --timeout: where was the guest when it hung).
+  void dump_on_stop(const std::atomic<bool>* dump) noexcept { dump_on_stop_ = dump; }
 
   // KVM_EXIT_DEBUG (a gdb breakpoint, watchpoint or step: vmm/gdb/), on the vCPU thread: true
   // holds this vCPU, running nothing, until the loop's next pause (which the hook asks for);
@@ -155,6 +158,7 @@ class Vcpu {
   timers::ThreadTimers* timers_ = nullptr;
   devices::MmioBus* mmio_ = nullptr;
   const std::atomic<bool>* hold_ = nullptr;
+  const std::atomic<bool>* dump_on_stop_ = nullptr;
   std::size_t run_size_ = 0;
 
   std::vector<int> cpus_;
