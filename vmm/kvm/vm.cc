@@ -4,10 +4,7 @@
 
 #include <cerrno>
 #include <cstring>
-#include <exception>
 #include <string>
-#include <thread>
-#include <utility>
 
 #include "timers/syscall_counters.h"
 #include "vmm/vmm_error.h"
@@ -41,36 +38,19 @@ Vm::Vm(const Kvm& kvm, devices::GuestMemory ram) : kvm_(kvm), memory_(ram) {
     throw_kvm_error("KVM_SET_IDENTITY_MAP_ADDR");
   }
 
+  kvm_userspace_memory_region region{};
+  region.slot = 0;
+  region.guest_phys_addr = 0;
+  region.memory_size = ram.size();
+  region.userspace_addr = reinterpret_cast<std::uint64_t>(ram.bytes().data());
+  if (::ioctl(fd_.get(), KVM_SET_USER_MEMORY_REGION, &region) < 0) {
+    throw_kvm_error("KVM_SET_USER_MEMORY_REGION");
+  }
+
   if (::ioctl(fd_.get(), KVM_CREATE_IRQCHIP, 0) < 0) throw_kvm_error("KVM_CREATE_IRQCHIP");
-
-  // The memory slot last, on a thread of its own: its cost grows with the guest's size (KVM
-  // allocates and zeroes per-page metadata for the slot, 3.6 ms for 3 GiB on a host that
-  // shadows the guest's page tables), and nothing the board and virtio steps do needs it, so it
-  // runs beside them and wait_for_memory() collects it (Machine: before the vCPUs are made).
-  slot_ = std::thread([this] {
-    try {
-      kvm_userspace_memory_region region{};
-      region.slot = 0;
-      region.guest_phys_addr = 0;
-      region.memory_size = memory_.size();
-      region.userspace_addr = reinterpret_cast<std::uint64_t>(memory_.bytes().data());
-      if (::ioctl(fd_.get(), KVM_SET_USER_MEMORY_REGION, &region) < 0) {
-        throw_kvm_error("KVM_SET_USER_MEMORY_REGION");
-      }
-    } catch (...) {
-      slot_error_ = std::current_exception();
-    }
-  });
 }
 
-void Vm::wait_for_memory() const {
-  if (slot_.joinable()) slot_.join();
-  if (slot_error_) std::rethrow_exception(slot_error_);
-}
-
-Vm::~Vm() {
-  if (slot_.joinable()) slot_.join();
-}
+Vm::~Vm() = default;
 
 void Vm::set_pics_as_bios_leaves_them(bool timer_unmasked) {
   // IBM PC/AT BIOS vector bases (SeaBIOS pic_reset(0x08, 0x70)).

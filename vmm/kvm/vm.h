@@ -7,8 +7,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <exception>
-#include <thread>
 
 #include "devices/bus/guest_memory.h"
 #include "vmm/kvm/kvm.h"
@@ -20,18 +18,13 @@ class Vm {
  public:
   // Creates the VM with `ram` (a GuestRamMapping's view, which must outlive the Vm) as its memory at
   // guest physical 0, the TSS/identity-map pages Intel's real-mode emulation needs, and the
-  // in-kernel irqchip. Throws VmmError. The memory slot is registered on a thread of its own:
-  // wait_for_memory() before anything touches guest memory through KVM (a vCPU, a clock MSR).
+  // in-kernel irqchip. Throws VmmError.
   Vm(const Kvm& kvm, devices::GuestMemory ram);
   ~Vm();
   Vm(const Vm&) = delete;
   Vm& operator=(const Vm&) = delete;
 
   int fd() const noexcept { return fd_.get(); }
-  // Joins the memory slot's registration; throws its VmmError if KVM refused it (every call).
-  // From the thread that made the Vm (a Vcpu's constructor calls it too, so nothing runs
-  // without its memory).
-  void wait_for_memory() const;
   const Kvm& kvm() const noexcept { return kvm_; }
   devices::GuestMemory memory() const noexcept { return memory_; }
 
@@ -64,8 +57,6 @@ class Vm {
   const Kvm& kvm_;
   UniqueFd fd_;
   devices::GuestMemory memory_;
-  mutable std::thread slot_;
-  std::exception_ptr slot_error_;  // written by slot_, read once it was joined
 };
 
 }  // namespace minivmm::vmm

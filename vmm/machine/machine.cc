@@ -100,8 +100,6 @@ Machine::Machine(Config config, std::function<void()> open_outputs, const Snapsh
   timed_step("board", [&] { build_board(); });
   timed_step("virtio", [&] { build_virtio(); });
   timed_step("console input", [&] { attach_console_input(); });
-  // What is left of the slot's registration once the board and virtio steps ran beside it.
-  timed_step("memory slot", [&] { vm_->vm.wait_for_memory(); });
   timed_step("vCPUs", [&] { build_vcpus(); });
   // --gdb: the stub listens from here; the vCPUs' debug exits go to it.
   if (!config_.gdb.empty()) {

@@ -42,7 +42,6 @@ int Vcpu::kick_signal() noexcept { return SIGRTMIN + 4; }
 
 Vcpu::Vcpu(const Vm& vm, int index, devices::IoBus& io, StopCallback on_stop)
     : vm_(vm), index_(index), io_(io), on_stop_(std::move(on_stop)) {
-  vm.wait_for_memory();  // a no-op once the machine collected the slot (Vm's constructor)
   fd_.reset(::ioctl(vm.fd(), KVM_CREATE_VCPU, index));
   if (!fd_.valid()) throw_kvm_error("KVM_CREATE_VCPU");
   run_size_ = static_cast<std::size_t>(vm.kvm().vcpu_mmap_size());
