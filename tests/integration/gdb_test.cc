@@ -220,7 +220,9 @@ TEST(BootGdbTest, TwoVcpusAreTwoThreads) {
   EXPECT_TRUE(has(out, "Switching to thread 2")) << out;
   // vCPU 1 waits for the guest's SIPI at the reset vector's state: real mode, no paging.
   EXPECT_EQ(hex_after(out, "cr0            0x") & 0x80000001u, 0u) << out;
-  if (!under_nested_kvm() || full_guest_debug()) EXPECT_TRUE(has(out, "in kmain ()")) << out;
+  if (!under_nested_kvm() || full_guest_debug()) {
+    EXPECT_TRUE(has(out, "in kmain ()")) << out;
+  }
   RunResult r = finish_minivmm(c, bound(90));
   expect_ran_on(r, 250);
 }

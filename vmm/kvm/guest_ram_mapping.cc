@@ -172,7 +172,7 @@ bool GuestRamMapping::drop_by_scan(std::uint64_t keep_begin, std::uint64_t keep_
       if ((errno == ENOTTY || errno == EINVAL) && at == base) return false;
       throw std::system_error(errno, std::generic_category(), "ioctl(PAGEMAP_SCAN)");
     }
-    for (int i = 0; i < n; ++i) {
+    for (std::size_t i = 0; i < static_cast<std::size_t>(n); ++i) {
       const std::uint64_t first = (regions[i].start - base) / kRamPage;
       drop_range(first, (regions[i].end - regions[i].start) / kRamPage, keep_begin, keep_end, st);
     }

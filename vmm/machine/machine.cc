@@ -56,7 +56,7 @@ Machine::Machine(Config config, std::function<void()> open_outputs, const Snapsh
     run_ = std::make_unique<RunControl>(
         *loop_, [this] {
           if (config_.dump_vcpus_on_duration && !run_->stopping()) {
-            dump_vcpus_.store(true, std::memory_order_release);
+            hold_.dump_vcpus.store(true, std::memory_order_release);
           }
           request_stop_status(config_.duration_status, "--duration expired");
         });
@@ -67,19 +67,19 @@ Machine::Machine(Config config, std::function<void()> open_outputs, const Snapsh
     if (restore) sizes = load_machine_config(restore->meta.section("config").data).drive_sizes;
     inputs_ = std::make_unique<BootInputs>(config_, restore, sizes);
     for (const auto& d : inputs_->drives) {
-      drive_sizes_.push_back(d.size_bytes());
-      drive_paths_.push_back(d.resolved_path());
+      snap_.drive_sizes.push_back(d.size_bytes());
+      snap_.drive_paths.push_back(d.resolved_path());
       if (restore) {
-        log::info("--restore: drive {}: {}", drive_paths_.size() - 1, one_line(d.resolved_path()));
+        log::info("--restore: drive {}: {}", snap_.drive_paths.size() - 1, one_line(d.resolved_path()));
       }
     }
     if (restore) {
-      restored_from_ = restore;
-      backing_gone_message_ = "minivmm: error: --restore: " + one_line(restore->path) +
+      snap_.from = restore;
+      snap_.backing_gone_message = "minivmm: error: --restore: " + one_line(restore->path) +
                               ": the snapshot file was cut short while the guest ran: its "
                               "memory is gone (exit 18)\n";
       const auto ram = inputs_->ram.memory().bytes();
-      set_file_backed_memory(ram.data(), ram.size(), backing_gone_message_.c_str(),
+      set_file_backed_memory(ram.data(), ram.size(), snap_.backing_gone_message.c_str(),
                              to_int(ExitCode::kSnapshotGone));
     }
     std::vector<std::string> paths{config_.kernel_path, config_.initrd_path};
@@ -87,12 +87,12 @@ Machine::Machine(Config config, std::function<void()> open_outputs, const Snapsh
     for (const std::string& path : paths) {
       struct stat st {};
       if (!path.empty() && ::stat(path.c_str(), &st) == 0) {
-        input_inodes_.emplace_back(st.st_dev, st.st_ino);
+        snap_.input_inodes.emplace_back(st.st_dev, st.st_ino);
       }
     }
   });
   timed_step("control socket", [&] { bind_control_socket(); });
-  timed_step("network", [&] { nets_ = std::make_unique<NetBackends>(config_, *loop_); });
+  timed_step("network", [&] { host_.nets = std::make_unique<NetBackends>(config_, *loop_); });
   timed_step("output files", [&] {
     if (open_outputs) open_outputs();
   });
@@ -134,7 +134,7 @@ template <typename Step>
 void Machine::timed_step(const char* name, Step&& s) {
   const auto t = std::chrono::steady_clock::now();
   step(name, std::forward<Step>(s));
-  phases_.emplace_back(name, ms_since(t));
+  snap_.phases.emplace_back(name, ms_since(t));
 }
 
 Machine::~Machine() {
@@ -144,17 +144,17 @@ Machine::~Machine() {
     vcpus_->join();
   }
   // The mapping and the message go with this Machine.
-  if (restored_from_) set_file_backed_memory(nullptr, 0, nullptr, 0);
+  if (snap_.from) set_file_backed_memory(nullptr, 0, nullptr, 0);
 }
 
 std::optional<std::string> Machine::restored_memory_gone() const {
-  if (!restored_from_) return std::nullopt;
+  if (!snap_.from) return std::nullopt;
   struct stat st {};
-  const std::uint64_t needed = restored_from_->meta.memory_offset + restored_from_->meta.memory_bytes;
-  if (::fstat(restored_from_->fd.get(), &st) != 0 || static_cast<std::uint64_t>(st.st_size) >= needed) {
+  const std::uint64_t needed = snap_.from->meta.memory_offset + snap_.from->meta.memory_bytes;
+  if (::fstat(snap_.from->fd.get(), &st) != 0 || static_cast<std::uint64_t>(st.st_size) >= needed) {
     return std::nullopt;
   }
-  return "--restore: " + one_line(restored_from_->path) +
+  return "--restore: " + one_line(snap_.from->path) +
          ": the snapshot file was cut short while the guest ran (" + std::to_string(st.st_size) +
          " bytes, its memory needs " + std::to_string(needed) + "): the guest's memory is gone";
 }
@@ -176,7 +176,7 @@ void Machine::bind_control_socket() {
     return true;
   };
   handlers.resume = [this] {
-    if (asleep_) {
+    if (hold_.asleep) {
       throw std::runtime_error(R"(the guest is asleep (ACPI S3): {"cmd":"wake"} wakes it)");
     }
     if (!paused()) return false;
@@ -191,7 +191,7 @@ void Machine::bind_control_socket() {
   handlers.mailbox = [this](const nlohmann::json& request) { return mailbox(request); };
   handlers.quit = [this] { request_stop(ExitCode::kOk, "quit from the control socket"); };
   try {
-    control_ = std::make_unique<ControlSocket>(*loop_->loop, loop_->loop_rt_timers,
+    host_.control = std::make_unique<ControlSocket>(*loop_->loop, loop_->loop_rt_timers,
                                                config_.api_socket, std::move(handlers));
   } catch (const std::invalid_argument& e) {
     throw VmmError(ExitCode::kUsage, std::string("--api-socket: ") + e.what());
@@ -204,7 +204,7 @@ void Machine::bind_control_socket() {
 
 void Machine::open_vm() {
   vm_ = std::make_unique<VmHandles>(config_, inputs_->ram.memory());
-  kvm_caps_ = probe_kvm_state_caps(vm_->kvm);
+  snap_.kvm_caps = probe_kvm_state_caps(vm_->kvm);
 }
 
 void Machine::build_board() {
@@ -212,7 +212,7 @@ void Machine::build_board() {
       config_, *loop_, *vm_, inputs_->kernel,
       [this](int status, const std::string& why) { guest_ended(status, why); },
       [this] { request_suspend(); });
-  rtc_wake_ = std::make_unique<timers::Timer>(
+  hold_.rtc_wake = std::make_unique<timers::Timer>(
       loop_->loop_rt_timers, "s3-rtc-wake",
       [this](const timers::Timer::Expiry&) { wake(devices::AcpiPm::WakeReason::kRtc); });
 }
@@ -220,7 +220,7 @@ void Machine::build_board() {
 void Machine::build_virtio() {
   virtio_ = std::make_unique<VirtioBoard>(config_, *vm_, *loop_, board_->mmio(),
                                           board_->console_sink(), std::move(inputs_->drives),
-                                          *nets_);
+                                          *host_.nets);
 }
 
 void Machine::attach_console_input() {
@@ -245,15 +245,15 @@ void Machine::build_vcpus() {
       config_, *vm_, k, board_->io(), board_->mmio(),
       [this](ExitCode code, const std::string& why) { request_stop(code, why); });
   if (timers::ThreadTimers* t = board_->pit().vcpu_dynticks()) vcpus_->host_pit_timers(*t);
-  if (restored_from_) {
+  if (snap_.from) {
     vm_->facts.restored = true;
     vm_->facts.pagemap_fd = inputs_->ram.pagemap_fd();
     for (const auto& v : vcpus_->all()) v->host_fault_check([this] { return restored_memory_gone(); });
   }
   for (const auto& v : vcpus_->all()) {
     vm_->facts.vcpu_fds.push_back(v->fd());
-    v->guest_hold(&suspend_hold_);
-    v->dump_on_stop(&dump_vcpus_);
+    v->guest_hold(&hold_.suspend);
+    v->dump_on_stop(&hold_.dump_vcpus);
   }
 }
 
@@ -294,13 +294,13 @@ void Machine::request_stop(ExitCode code, const std::string& why) {
 void Machine::guest_ended(int status, const std::string& why) {
   // On the thread of the device the guest wrote (a vCPU's): the reset is the loop's to make.
   {
-    std::lock_guard lock(rounds_mu_);
-    if (reset_pending_) return;  // the same round ending again before its reset ran
-    round_statuses_.push_back(status);
-    if (resets_on_exit_ < config_.reset_rounds && restored_from_) {
-      ++resets_on_exit_;
-      reset_pending_ = true;
-      log::debug("round {} ended ({}): reset to the snapshot", round_statuses_.size(), why);
+    std::lock_guard lock(snap_.rounds_mu);
+    if (snap_.reset_pending) return;  // the same round ending again before its reset ran
+    snap_.round_statuses.push_back(status);
+    if (snap_.resets_on_exit < config_.reset_rounds && snap_.from) {
+      ++snap_.resets_on_exit;
+      snap_.reset_pending = true;
+      log::debug("round {} ended ({}): reset to the snapshot", snap_.round_statuses.size(), why);
       loop_->loop->schedule([this] { reset_after_round(); });
       return;
     }
@@ -314,8 +314,8 @@ void Machine::reset_after_round() {
   } catch (const std::exception& e) {
     request_stop(ExitCode::kHostFailure, std::string("--reset-on-exit: ") + e.what());
   }
-  std::lock_guard lock(rounds_mu_);
-  reset_pending_ = false;
+  std::lock_guard lock(snap_.rounds_mu);
+  snap_.reset_pending = false;
 }
 
 void Machine::request_stop_status(int status, const std::string& why) {
@@ -331,13 +331,13 @@ void Machine::pause() {
   vcpus_->pause();
   // kvmclock stops with vm_clock: the guest's own clock does not count the pause either. It
   // goes on from the later of KVM's reading and what a vCPU last saw, so it never goes back.
-  paused_kvmclock_ = read_kvm_clock(vm_->vm.fd());
+  hold_.kvmclock = read_kvm_clock(vm_->vm.fd());
   for (const auto& v : vcpus_->all()) {
     if (const auto seen = guest_kvmclock_ns(v->fd(), inputs_->ram.memory())) {
-      paused_kvmclock_ = std::max(paused_kvmclock_, *seen);
+      hold_.kvmclock = std::max(hold_.kvmclock, *seen);
     }
   }
-  if (config_.pit == PitMode::kKvm) paused_kvm_pit_ = read_kvm_pit(vm_->vm.fd());
+  if (config_.pit == PitMode::kKvm) hold_.kvm_pit = read_kvm_pit(vm_->vm.fd());
   // Before vm_clock stops: an edge the host kernel fired after the stop would be re-armed on
   // resume.
   board_->pit().pause();
@@ -348,18 +348,18 @@ void Machine::pause() {
 void Machine::request_suspend() {
   // The writing vCPU goes no further than its OUT (QEMU's cpu_stop_current()): it and every
   // other vCPU hold at their next exit until the loop parks them.
-  suspend_hold_.store(true, std::memory_order_release);
+  hold_.suspend.store(true, std::memory_order_release);
   loop_->loop->schedule([this] { enter_s3(); });
 }
 
 void Machine::enter_s3() {
-  if (run_->stopping() || asleep_) {
-    suspend_hold_.store(false, std::memory_order_release);
+  if (run_->stopping() || hold_.asleep) {
+    hold_.suspend.store(false, std::memory_order_release);
     return;
   }
   pause();
-  suspend_hold_.store(false, std::memory_order_release);
-  asleep_ = true;
+  hold_.suspend.store(false, std::memory_order_release);
+  hold_.asleep = true;
   // The RTC alarm wakes it, when the guest enabled both the alarm interrupt and RTC_EN (QEMU's
   // wakeup reason RTC). The RTC's own timer runs on vm_clock, stopped now: the alarm's wall
   // time is found once and waited for on rt_clock.
@@ -368,21 +368,21 @@ void Machine::enter_s3() {
     at = board_->rtc()->next_alarm_host();
   }
   if (at) {
-    if (const auto mono = loop_->wall.to_monotonic(*at)) rtc_wake_->arm_at(*mono);
+    if (const auto mono = loop_->wall.to_monotonic(*at)) hold_.rtc_wake->arm_at(*mono);
   }
   log::info("guest suspended (ACPI S3){}", at ? ", the RTC alarm wakes it" : "");
 }
 
 bool Machine::wake(devices::AcpiPm::WakeReason reason) {
-  if (!asleep_) return false;
-  rtc_wake_->cancel();
+  if (!hold_.asleep) return false;
+  hold_.rtc_wake->cancel();
   const std::uint64_t facs = facs_addr();
   std::uint32_t vector = 0;
   const devices::GuestMemory mem = inputs_->ram.memory();
   if (facs != 0 && mem.contains(facs + 12, 4)) {
     std::memcpy(&vector, mem.slice(facs + 12, 4).data(), 4);  // firmware waking vector
   }
-  asleep_ = false;
+  hold_.asleep = false;
   if (vector == 0 || vector >= 0x100000) {
     // SeaBIOS finds no vector and boots again: a reset, which ends the run as the i8042's does.
     request_stop(ExitCode::kOk, "guest woke from S3 with no real-mode waking vector (a reset)");
@@ -405,16 +405,16 @@ bool Machine::wake(devices::AcpiPm::WakeReason reason) {
 }
 
 void Machine::resume() {
-  if (asleep_) return;  // only a wake ends the sleep
+  if (hold_.asleep) return;  // only a wake ends the sleep
   resume_now();
 }
 
 void Machine::resume_now() {
   if (!paused()) return;
-  set_kvm_clock(vm_->vm.fd(), paused_kvmclock_);
-  if (paused_kvm_pit_) {
-    set_kvm_pit(vm_->vm.fd(), *paused_kvm_pit_);
-    paused_kvm_pit_.reset();
+  set_kvm_clock(vm_->vm.fd(), hold_.kvmclock);
+  if (hold_.kvm_pit) {
+    set_kvm_pit(vm_->vm.fd(), *hold_.kvm_pit);
+    hold_.kvm_pit.reset();
   }
   loop_->vm_clock.resume();
   board_->pit().resume();
@@ -446,15 +446,15 @@ int Machine::run() {
   // nested KVM that start-up was a 40-70 ms gap between the guest's ticks). Resuming before
   // they parked was worse: a vCPU that hosts the PIT's timers (--pit-tick vcpu) re-arms them
   // as it leaves its park, and one that had not reached it yet never did; its guest got no tick.
-  if (restored_) {
-    phases_.emplace_back("sandbox and threads", ms_since(started));
+  if (snap_.restored) {
+    snap_.phases.emplace_back("sandbox and threads", ms_since(started));
     auto t = std::chrono::steady_clock::now();
     vcpus_->wait_parked();
-    phases_.emplace_back("vCPUs parked", ms_since(t));
+    snap_.phases.emplace_back("vCPUs parked", ms_since(t));
     t = std::chrono::steady_clock::now();
     resume();
-    phases_.emplace_back("resume", ms_since(t));
-    restore_ms_ = ms_since(constructed_at_);
+    snap_.phases.emplace_back("resume", ms_since(t));
+    snap_.restore_ms = ms_since(snap_.constructed_at);
   }
   if (!loop_->loop->run()) {
     log::error("main loop failed: {}", std::strerror(errno));

@@ -29,6 +29,7 @@
 #include "vmm/machine/boot_inputs.h"
 #include "vmm/machine/config.h"
 #include "vmm/machine/machine_loop.h"
+#include "vmm/machine/machine_state.h"
 #include "vmm/machine/net_backends.h"
 #include "vmm/machine/pc_board.h"
 #include "vmm/machine/run_control.h"
@@ -77,7 +78,7 @@ class Machine {
   // the guest is not asleep.
   void request_suspend();
   bool wake(devices::AcpiPm::WakeReason reason);
-  bool asleep() const noexcept { return asleep_; }
+  bool asleep() const noexcept { return hold_.asleep; }
 
   // Loop thread. The guest paused (in-flight disk requests completed), written to `path`
   // (snapshot_file.h), then resumed or left paused. Returns what the control socket replies;
@@ -118,8 +119,7 @@ class Machine {
   std::unique_ptr<MachineLoop> loop_;
   std::unique_ptr<RunControl> run_;
   std::unique_ptr<BootInputs> inputs_;
-  std::unique_ptr<ControlSocket> control_;  // bound before KVM is opened; serves only in run()
-  std::unique_ptr<NetBackends> nets_;       // opened before KVM; outlive their devices
+  HostEnds host_;  // the control socket and the network back-ends, opened before KVM
   std::unique_ptr<VmHandles> vm_;
   std::unique_ptr<PcBoard> board_;
   std::unique_ptr<VirtioBoard> virtio_;
@@ -127,37 +127,8 @@ class Machine {
   std::unique_ptr<VcpuSet> vcpus_;
   std::unique_ptr<gdb::GdbStub> gdb_;  // --gdb (vmm/gdb/gdb_stub.h); before the vCPUs go
   RunReport report_;
-  // Snapshots: what KVM's vCPU records need (asked before the sandbox), kvmclock as it read
-  // when the guest was paused, the drives' sizes, and whether run() resumes a restored guest.
-  KvmStateCaps kvm_caps_;
-  std::uint64_t paused_kvmclock_ = 0;
-  std::optional<kvm_pit_state2> paused_kvm_pit_;  // --pit kvm: its state while paused
-  std::vector<std::uint64_t> drive_sizes_;
-  std::vector<std::string> drive_paths_;  // the files the drives opened, resolved
-  bool restored_ = false;
-  // A restored guest's RAM is its snapshot file, mapped: if the file is cut short while the
-  // guest runs, the run's end says so (exit 18), whatever the guest did without its memory.
-  const SnapshotFile* restored_from_ = nullptr;
-  std::string backing_gone_message_;  // the SIGBUS handler's line (crash_signals.h)
-  // The run's input files (kernel, initrd, drives) by device and inode: a snapshot is never
-  // renamed onto one of them.
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> input_inodes_;
-  std::uint64_t ticks_at_start_ = 0;  // a restored guest's ticks before this run (the rate's base)
-  std::uint64_t snapshots_taken_ = 0;
-  // S3: the vCPUs hold (set by the guest's SLP_EN, cleared once they are parked); asleep until
-  // a wake; the rt_clock timer of the RTC alarm that wakes it.
-  std::atomic<bool> suspend_hold_{false};
-  // Config::dump_vcpus_on_duration, set as --duration expires: each vCPU logs its registers.
-  std::atomic<bool> dump_vcpus_{false};
-  bool asleep_ = false;
-  std::unique_ptr<timers::Timer> rtc_wake_;
-  double last_snapshot_ms_ = -1;  // the last snapshot's pause to written; -1 before one
-  // A restore's cost: from the constructor's first step to the resume in run() (-1: booted).
-  std::chrono::steady_clock::time_point constructed_at_ = std::chrono::steady_clock::now();
-  double restore_ms_ = -1;
-  // Each set-up step's time, then run()'s start-up (snapshot.restore_phases after a restore:
-  // where a restore's time goes).
-  std::vector<std::pair<std::string, double>> phases_;
+  SnapshotSession snap_;  // snapshots, the restore, resets and their rounds (machine_state.h)
+  GuestHold hold_;        // pause and S3: what holds the vCPUs and the clocks
   template <typename Step>
   void timed_step(const char* name, Step&& s);
   nlohmann::json restore_phases_json() const;
@@ -167,22 +138,13 @@ class Machine {
   void load_records(const SnapshotFile& snap, std::int64_t vm_now);
   nlohmann::json reset();
   nlohmann::json mailbox(const nlohmann::json& request);
-  std::int64_t restored_vm_now_ = 0;
-  std::uint64_t restored_facs_addr_ = 0;  // a restored guest's FACS (the "firmware" section)
   std::uint64_t facs_addr() const noexcept {
-    return restored_from_ ? restored_facs_addr_ : inputs_->kernel.acpi_facs_addr;
-  }  // the snapshot's vm_clock instant: where a reset goes
-  std::uint64_t resets_ = 0;
-  std::uint64_t reset_pages_dropped_ = 0;
-  double last_reset_ms_ = -1;
-  // --reset-on-exit: each round's status (the guest's end: debug-exit's status, ...), how many
-  // resets it made, and whether one is on its way to the loop.
+    return snap_.from ? snap_.facs_addr : inputs_->kernel.acpi_facs_addr;
+  }
+  // --reset-on-exit: a guest's end of its run resets it while rounds are left
+  // (SnapshotSession's rounds).
   void guest_ended(int status, const std::string& why);
   void reset_after_round();
-  mutable std::mutex rounds_mu_;
-  std::vector<int> round_statuses_;
-  std::uint64_t resets_on_exit_ = 0;
-  bool reset_pending_ = false;
   // Last: its thread calls request_stop(), which reaches the vCPUs and the loop.
   std::unique_ptr<StopSignals> stop_signals_;
 };

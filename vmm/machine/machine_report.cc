@@ -148,17 +148,17 @@ nlohmann::json seccomp_json(const SeccompSandbox& sandbox) {
 // Where a restore's time went, in order: opening the snapshot file (before the machine), each
 // set-up step, then run()'s start-up; null for a booted guest.
 nlohmann::json Machine::restore_phases_json() const {
-  if (!restored_from_) return nullptr;
+  if (!snap_.from) return nullptr;
   nlohmann::json phases = nlohmann::json::array();
-  phases.push_back({{"phase", "snapshot file"}, {"ms", restored_from_->open_ms}});
-  for (const auto& [name, ms] : phases_) phases.push_back({{"phase", name}, {"ms", ms}});
+  phases.push_back({{"phase", "snapshot file"}, {"ms", snap_.from->open_ms}});
+  for (const auto& [name, ms] : snap_.phases) phases.push_back({{"phase", name}, {"ms", ms}});
   return phases;
 }
 
 // --reset-on-exit's rounds, each the status the guest ended it with (empty without it).
 nlohmann::json Machine::rounds_json() const {
-  std::lock_guard lock(rounds_mu_);
-  return config_.reset_rounds > 0 ? nlohmann::json(round_statuses_) : nlohmann::json::array();
+  std::lock_guard lock(snap_.rounds_mu);
+  return config_.reset_rounds > 0 ? nlohmann::json(snap_.round_statuses) : nlohmann::json::array();
 }
 
 RunReport Machine::collect_report() const {
@@ -179,28 +179,28 @@ RunReport Machine::collect_report() const {
   r.vm_seconds = seconds(loop_->vm_clock.from_monotonic(now) - run_->start_vm());
   r.paused_seconds = r.wall_seconds - r.vm_seconds;
   r.timer_slack_ns = config_.timer_slack_ns;
-  fill_ticks(r, board_->pit(), ticks_at_start_);
+  fill_ticks(r, board_->pit(), snap_.ticks_at_start);
   fill_loop(r, *loop_);
   fill_host(r, inputs_->ram);
   fill_vcpus(r, *vcpus_, run_->loop_tid());
   fill_vcpu_timers(r, board_->pit().vcpu_dynticks());
   board_->report(r.devices);
   virtio_->report(r.devices);
-  if (control_) r.api_socket = control_->stats_json();
+  if (host_.control) r.api_socket = host_.control->stats_json();
   if (gdb_) r.gdb = gdb_->stats_json();
   auto opt_ms = [](double ms) { return ms >= 0 ? nlohmann::json(ms) : nlohmann::json(nullptr); };
-  r.snapshot = {{"restored", restored_},
-                {"restore_ms", opt_ms(restore_ms_)},
+  r.snapshot = {{"restored", snap_.restored},
+                {"restore_ms", opt_ms(snap_.restore_ms)},
                 {"restore_phases", restore_phases_json()},
-                {"resets", resets_},
-                {"last_reset_ms", opt_ms(last_reset_ms_)},
-                {"reset_pages_dropped", reset_pages_dropped_},
+                {"resets", snap_.resets},
+                {"last_reset_ms", opt_ms(snap_.last_reset_ms)},
+                {"reset_pages_dropped", snap_.reset_pages_dropped},
                 {"round_statuses", rounds_json()},
-                {"taken", snapshots_taken_},
-                {"last_write_ms", opt_ms(last_snapshot_ms_)},
+                {"taken", snap_.snapshots_taken},
+                {"last_write_ms", opt_ms(snap_.last_snapshot_ms)},
                 // The files the drives opened (resolved): after a restore, which file each of
                 // the snapshot's drives is.
-                {"drives", drive_paths_}};
+                {"drives", snap_.drive_paths}};
   r.seccomp = seccomp_json(vm_->sandbox);
   r.console_writes = board_->console_sink().stats().writes;
   return r;

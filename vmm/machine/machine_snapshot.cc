@@ -108,10 +108,10 @@ std::vector<SnapshotSection> Machine::save_sections() const {
   // The drives as the files they opened (absolute, symlinks resolved): a restore in another
   // folder opens the same ones.
   Config saved = config_;
-  for (std::size_t i = 0; i < saved.drives.size() && i < drive_paths_.size(); ++i) {
-    saved.drives[i].path = drive_paths_[i];
+  for (std::size_t i = 0; i < saved.drives.size() && i < snap_.drive_paths.size(); ++i) {
+    saved.drives[i].path = snap_.drive_paths[i];
   }
-  s.push_back({"config", save_machine_config(saved, drive_sizes_)});
+  s.push_back({"config", save_machine_config(saved, snap_.drive_sizes)});
   s.push_back({"cpuid", save_cpuid(vcpus_->cpuid())});
   StateWriter clock;
   clock.i64(loop_->vm_clock.now().count());
@@ -122,9 +122,9 @@ std::vector<SnapshotSection> Machine::save_sections() const {
   firmware.u64(facs_addr());
   s.push_back({"firmware", firmware.data()});
   s.push_back({"kvm", save_vm_state(vm_->vm.fd(), config_.pit == PitMode::kKvm,
-                                    paused_kvmclock_)});
+                                    hold_.kvmclock)});
   for (const auto& v : vcpus_->all()) {
-    s.push_back({"vcpu" + std::to_string(v->index()), save_vcpu_state(kvm_caps_, v->fd(), v->index())});
+    s.push_back({"vcpu" + std::to_string(v->index()), save_vcpu_state(snap_.kvm_caps, v->fd(), v->index())});
   }
   for (const auto& [name, dev] : stateful_devices()) s.push_back({name, record_of(*dev)});
   return s;
@@ -137,11 +137,11 @@ nlohmann::json Machine::snapshot(const std::string& path, bool resume_after) {
   if (path.find('\0') != std::string::npos) throw SnapshotError("the path holds a NUL byte");
   // Sleep is no state a record holds: restored, the guest would run on past its SLP_EN write
   // as if it had woken, and the wake's FACS vector is not in the file either.
-  if (asleep_) throw SnapshotError("the guest is asleep (ACPI S3): wake it first");
+  if (hold_.asleep) throw SnapshotError("the guest is asleep (ACPI S3): wake it first");
   struct stat target {};
   if (::stat(path.c_str(), &target) == 0) {
     if (!S_ISREG(target.st_mode)) throw SnapshotError("'" + path + "' is not a regular file");
-    for (const auto& [dev, ino] : input_inodes_) {
+    for (const auto& [dev, ino] : snap_.input_inodes) {
       if (dev == target.st_dev && ino == target.st_ino) {
         throw SnapshotError("'" + path + "' is one of this VM's input files (kernel, initrd or "
                             "drive); a snapshot never replaces one");
@@ -164,8 +164,8 @@ nlohmann::json Machine::snapshot(const std::string& path, bool resume_after) {
   }
   const auto t_written = std::chrono::steady_clock::now();
   if (resume_after) resume();
-  ++snapshots_taken_;
-  last_snapshot_ms_ = std::chrono::duration<double, std::milli>(t_written - t0).count();
+  ++snap_.snapshots_taken;
+  snap_.last_snapshot_ms = std::chrono::duration<double, std::milli>(t_written - t0).count();
   auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
   log::info("snapshot: {} ({} bytes, {} of guest memory written) in {:.1f} ms", path,
             st.file_bytes, st.memory_written, ms(t_written - t0));
@@ -194,13 +194,13 @@ void Machine::load_records(const SnapshotFile& snap, std::int64_t vm_now) {
   load_vm_state(vm_->vm.fd(), config_.pit == PitMode::kKvm, kvm);
   for (const auto& v : vcpus_->all()) {
     VcpuStateStats vs;
-    load_vcpu_state(kvm_caps_, v->fd(), v->index(),
+    load_vcpu_state(snap_.kvm_caps, v->fd(), v->index(),
                     snap.meta.section("vcpu" + std::to_string(v->index())).data, &vs);
   }
-  paused_kvmclock_ = read_kvm_clock(vm_->vm.fd());
+  hold_.kvmclock = read_kvm_clock(vm_->vm.fd());
   // KVM's PIT was loaded above, and counts from then on: set again at the resume, it counts
   // from there.
-  if (config_.pit == PitMode::kKvm) paused_kvm_pit_ = read_kvm_pit(vm_->vm.fd());
+  if (config_.pit == PitMode::kKvm) hold_.kvm_pit = read_kvm_pit(vm_->vm.fd());
   loop_->dynticks->rearm();
 }
 
@@ -240,12 +240,12 @@ void Machine::restore_from(const SnapshotFile& snap) {
       if (facs != 0 && (facs % 64 != 0 || !inputs_->ram.memory().contains(facs, 64))) {
         fw.fail("a FACS at " + std::to_string(facs) + ", not 64-byte aligned inside guest RAM");
       }
-      restored_facs_addr_ = facs;
+      snap_.facs_addr = facs;
     }
     load_records(snap, vm_now);
-    restored_vm_now_ = vm_now;
-    if (const devices::I8254Pit* pit = board_->pit().pit()) ticks_at_start_ = pit->stats().ticks_injected;
-    restored_ = true;
+    snap_.vm_now = vm_now;
+    if (const devices::I8254Pit* pit = board_->pit().pit()) snap_.ticks_at_start = pit->stats().ticks_injected;
+    snap_.restored = true;
   } catch (const SnapshotError& e) {
     throw VmmError(ExitCode::kBadKernel, "--restore: " + snap.path + ": " + e.what());
   } catch (const devices::StateError& e) {
@@ -254,11 +254,11 @@ void Machine::restore_from(const SnapshotFile& snap) {
 }
 
 nlohmann::json Machine::reset() {
-  if (!restored_from_) {
+  if (!snap_.from) {
     throw SnapshotError("this guest was not restored from a snapshot (--restore): nothing to "
                         "reset to");
   }
-  if (asleep_) throw SnapshotError("the guest is asleep (ACPI S3): wake it first");
+  if (hold_.asleep) throw SnapshotError("the guest is asleep (ACPI S3): wake it first");
   const auto t0 = std::chrono::steady_clock::now();
   const bool was_paused = paused();
   pause();
@@ -269,7 +269,7 @@ nlohmann::json Machine::reset() {
                                                     config_.mailbox_gpa + config_.mailbox_bytes);
   const auto t_dropped = std::chrono::steady_clock::now();
   try {
-    load_records(*restored_from_, restored_vm_now_);
+    load_records(*snap_.from, snap_.vm_now);
   } catch (const std::exception& e) {
     // The records loaded at the restore; one that fails now leaves a machine half of the
     // snapshot's and half the run's: that guest must not run on.
@@ -279,16 +279,16 @@ nlohmann::json Machine::reset() {
   }
   const auto t_loaded = std::chrono::steady_clock::now();
   // The rate's base, as at the restore: the PIT's counts went back with its record.
-  if (const devices::I8254Pit* pit = board_->pit().pit()) ticks_at_start_ = pit->stats().ticks_injected;
+  if (const devices::I8254Pit* pit = board_->pit().pit()) snap_.ticks_at_start = pit->stats().ticks_injected;
   if (!was_paused) resume();
   const auto t_done = std::chrono::steady_clock::now();
   auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
-  ++resets_;
-  reset_pages_dropped_ += drop.pages_dropped;
-  last_reset_ms_ = ms(t_done - t0);
+  ++snap_.resets;
+  snap_.reset_pages_dropped += drop.pages_dropped;
+  snap_.last_reset_ms = ms(t_done - t0);
   log::debug("reset: {} pages dropped in {} ranges, {:.3f} ms", drop.pages_dropped, drop.ranges,
-             last_reset_ms_);
-  return {{"reset_ms", last_reset_ms_},
+             snap_.last_reset_ms);
+  return {{"reset_ms", snap_.last_reset_ms},
           {"pause_ms", ms(t_paused - t0)},
           {"drop_ms", ms(t_dropped - t_paused)},
           {"load_ms", ms(t_loaded - t_dropped)},

@@ -36,6 +36,9 @@ constexpr std::uint8_t kLockRead = 0, kLockWrite = 1, kLockUnlock = 2;
 constexpr std::uint8_t kLockSuccess = 0, kLockBlocked = 1, kLockError = 2;
 constexpr std::size_t kMaxName = 255;
 
+}  // namespace
+
+// Outside the anonymous namespace: P9Server::Fid (external linkage) holds two of them.
 class Fd {
  public:
   Fd() = default;
@@ -61,6 +64,8 @@ class Fd {
  private:
   int fd_ = -1;
 };
+
+namespace {
 
 std::string proc_path(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
 

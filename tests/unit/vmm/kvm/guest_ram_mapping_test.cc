@@ -112,8 +112,8 @@ TEST_P(DropWrittenPages, NoKeptRangeDropsEveryWrittenPage) {
 INSTANTIATE_TEST_SUITE_P(Scans, DropWrittenPages,
                          ::testing::Values(GuestRamMapping::Scan::kIoctl,
                                            GuestRamMapping::Scan::kRead),
-                         [](const auto& info) {
-                           return info.param == GuestRamMapping::Scan::kIoctl ? "Ioctl" : "Read";
+                         [](const auto& scan) {
+                           return scan.param == GuestRamMapping::Scan::kIoctl ? "Ioctl" : "Read";
                          });
 
 }  // namespace
