@@ -5,8 +5,9 @@
 //   2. opens the command's stdout and stderr consoles (virtio-console hvcN), in raw mode so
 //      the bytes reach the host as the command wrote them (no \n -> \r\n);
 //   3. mounts the host's / (9p, read-only) under a tmpfs through overlayfs (without overlayfs:
-//      read-only, with tmpfs on /tmp, /run, /var/tmp and /root), each share at its host path,
-//      and /proc, /sys, /dev, /dev/pts, /dev/shm, /tmp; moves it over / and chroots;
+//      read-only, with tmpfs on /tmp, /run, /var/tmp and /root), /proc, /sys, /dev, /dev/pts,
+//      /dev/shm, /tmp, and last each share at its host path (so a share below /tmp is not
+//      hidden by the tmpfs there); moves it over / and chroots;
 //   4. runs the command in the host's working directory with the spec's environment, reaps
 //      every child as PID 1 must, drains the consoles and writes the status to
 //      isa-debug-exit (status.h says how it is encoded).
@@ -163,12 +164,6 @@ static void mkdir_p(char* path) {
 }
 
 static void mount_system(const struct exec_spec* spec) {
-  for (int i = 0; i < spec->shares; ++i) {
-    char dst[4200];
-    snprintf(dst, sizeof dst, "/newroot%s", spec->share[i].path);
-    mkdir_p(dst);
-    mount_9p(spec->share[i].tag, dst, spec->share[i].read_only, kFailShare);
-  }
   mount_or_fail("proc", "/newroot/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, kFailMount);
   mount_or_fail("sysfs", "/newroot/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, kFailMount);
   mount_or_fail("/dev", "/newroot/dev", NULL, MS_MOVE, NULL, kFailMount);
@@ -176,6 +171,14 @@ static void mount_system(const struct exec_spec* spec) {
                 kFailMount);
   mount_or_fail("tmpfs", "/newroot/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777", kFailMount);
   mount_or_fail("tmpfs", "/newroot/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777", kFailMount);
+  // The shares last, over the system's own mounts: a share under /tmp (or /dev/shm) would
+  // otherwise be hidden by the tmpfs mounted there after it.
+  for (int i = 0; i < spec->shares; ++i) {
+    char dst[4200];
+    snprintf(dst, sizeof dst, "/newroot%s", spec->share[i].path);
+    mkdir_p(dst);
+    mount_9p(spec->share[i].tag, dst, spec->share[i].read_only, kFailShare);
+  }
   if (chdir("/newroot") != 0 || mount(".", "/", NULL, MS_MOVE, NULL) != 0 || chroot(".") != 0 ||
       chdir("/") != 0) {
     init_failed(kFailMount, "switching to the new root: %s", strerror(errno));
