@@ -32,7 +32,7 @@ QEMU TCG's emulation of the L1 kernel running both VMMs on nested KVM: absolute 
 nothing about a real host; only the ratio inside one run means anything.
 
   scripts/nested_kvm.sh -- python3 scripts/bench_exec.py --minivmm build/vmm/minivmm \\
-      --kernel K --modules M --rounds 1 --out /work/out/bench_exec
+      --kernel K --modules M --rounds 1 --workdir DIR --out /work/out/bench_exec
 Writes OUT.json and, if gnuplot is installed, OUT.png.
 """
 import argparse
@@ -144,11 +144,17 @@ def main():
     ap.add_argument("--files", type=int, default=10000)
     ap.add_argument("--git-files", type=int, default=100)
     ap.add_argument("--memory", default="512M")
-    ap.add_argument("--workdir", default=None, help="where the share is made (default: a temp dir)")
+    ap.add_argument("--workdir", default=".", help="where the share is made (default: here); "
+                    "not under /tmp: the init mounts a fresh tmpfs on /tmp after the shares, "
+                    "which hides a share there")
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--out", default="bench_exec")
     a = ap.parse_args()
 
+    if os.path.realpath(a.workdir) == "/tmp" or os.path.realpath(a.workdir).startswith("/tmp/"):
+        print("bench_exec.py: --workdir under /tmp: the guest's /tmp is a fresh tmpfs mounted over "
+              "the share (guest/exec_init mounts it after the shares); pick another folder")
+        return 2
     work = tempfile.mkdtemp(prefix="bench_exec.", dir=a.workdir)
     share = os.path.join(work, "share")
     os.mkdir(share)
