@@ -140,6 +140,8 @@ def main():
     ap.add_argument("--modules", required=True)
     ap.add_argument("--qemu", default="qemu-system-x86_64")
     ap.add_argument("--qemu-machine", choices=["pc", "microvm"], default="pc")
+    ap.add_argument("--qemu-cpu", default="host")
+    ap.add_argument("--only", default=None, help="run only the commands whose label starts so")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--files", type=int, default=10000)
     ap.add_argument("--git-files", type=int, default=100)
@@ -199,7 +201,7 @@ def main():
         with open(initrd, "wb") as fh:
             fh.write(base + extra + newc([("exec.spec", 0o100644, spec_bytes(argv, share, share))]))
         line = "console=ttyS0 panic=-1 rdinit=/init random.trust_cpu=on tsc=reliable quiet"
-        c = [a.qemu, "-accel", "kvm", "-cpu", "host", "-m", a.memory, "-smp", "1",
+        c = [a.qemu, "-accel", "kvm", "-cpu", a.qemu_cpu, "-m", a.memory, "-smp", "1",
              "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
              "-kernel", a.kernel, "-initrd", initrd, "-append", line,
              "-serial", "file:" + os.path.join(run_dir, "console"),
@@ -224,6 +226,8 @@ def main():
     commands = [("true", ["true"], None),
                 ("find %d files" % a.files, ["sh", "-c", "find tree -type f | wc -l"], str(a.files)),
                 ("git status", ["git", "-c", "safe.directory=*", "-C", "repo", "status", "--short"], "M file000.txt")]
+    if a.only:
+        commands = [c for c in commands if c[0].startswith(a.only)]
     results = {"minivmm": {}, "qemu": {}}
     notes = []
     qemu_ok = True
@@ -277,7 +281,7 @@ def main():
         print("%-18s %12s %12s %10s" % (label, f(mm, "%.2f"), f(qm, "%.2f"), f(ratio, "%.2f")))
     nested = os.environ.get("MINIVMM_NESTED_KVM") == "1"
     doc = {"rounds": a.rounds, "files": a.files, "git_files": a.git_files,
-           "qemu_machine": a.qemu_machine, "memory": a.memory, "kernel": a.kernel,
+           "qemu_machine": a.qemu_machine, "qemu_cpu": a.qemu_cpu, "memory": a.memory, "kernel": a.kernel,
            "initramfs": cpios[-1], "nested_kvm": nested, "rows": rows, "notes": notes,
            "qemu_version": subprocess.run([a.qemu, "--version"], stdout=subprocess.PIPE,
                                           text=True).stdout.split("\n")[0]}
