@@ -149,7 +149,7 @@ def main():
     ap.add_argument("--workdir", default=".", help="where the share is made (default: here); "
                     "not under /tmp: the init mounts a fresh tmpfs on /tmp after the shares, "
                     "which hides a share there")
-    ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--timeout", type=float, default=300, help="per boot, seconds (nested: 30-70 s each)")
     ap.add_argument("--out", default="bench_exec")
     a = ap.parse_args()
 
