@@ -109,13 +109,20 @@ EOF
 fi
 
 # The job: the command, run in this directory with this environment's PATH and HOME, under a
-# private /tmp. Its stdout and stderr come back through the guest's serial console.
+# private /tmp (sockets and scratch files stay in the guest). A directory of this host's /tmp
+# (a CI clone made with mktemp -d) would be hidden by that tmpfs: it is bound back at its own
+# path from the host's /tmp, kept reachable under /dev/shm first. Its stdout and stderr come
+# back through the guest's serial console.
 job=$(mktemp -d "$cache/job.XXXXXX")
 trap 'rm -rf "$job"' EXIT
 {
   # MINIVMM_NESTED_KVM: the tests skip their time bounds in here (tests/integration/run_minivmm.h).
   echo "export PATH='$PATH' HOME='$HOME' TERM=dumb MINIVMM_NESTED_KVM=1"
+  echo "mkdir -p /dev/shm/.hosttmp && mount --bind /tmp /dev/shm/.hosttmp"
   echo "mount -t tmpfs tmp /tmp"
+  if [[ $PWD == /tmp/* ]]; then
+    printf 'mkdir -p %q && mount --bind %q %q || exit 125\n' "$PWD" "/dev/shm/.hosttmp${PWD#/tmp}" "$PWD"
+  fi
   printf 'cd %q || exit 125\n' "$PWD"
   printf '%q ' "$@"
   echo
