@@ -133,7 +133,8 @@ static void mount_9p(const char* tag, const char* dst, int read_only, unsigned r
   if (rc != 0) init_failed(reason, "mount 9p '%s' on %s: %s", tag, dst, strerror(errno));
 }
 
-static void mount_root(const struct exec_spec* spec) {
+// 1 when / is the overlay (writable, nothing of it reaches the host), 0 when read-only.
+static int mount_root(const struct exec_spec* spec) {
   mount_9p(spec->root_tag, "/lower", 1, kFailRoot);
   mount_or_fail("tmpfs", "/rw", "tmpfs", 0, "mode=0755", kFailRoot);
   mkdir("/rw/upper", 0755);
@@ -141,7 +142,7 @@ static void mount_root(const struct exec_spec* spec) {
   mkdir("/newroot", 0755);
   if (mount("overlay", "/newroot", "overlay", 0,
             "lowerdir=/lower,upperdir=/rw/upper,workdir=/rw/work") == 0) {
-    return;
+    return 1;
   }
   // No overlayfs: the host's / read-only, writable tmpfs where programs expect to write.
   init_say("minivmm-init: overlay: %s; / is read-only, tmpfs on /tmp /run /var/tmp /root",
@@ -151,6 +152,7 @@ static void mount_root(const struct exec_spec* spec) {
   for (size_t i = 0; i < sizeof writable / sizeof *writable; ++i) {
     mount("tmpfs", writable[i], "tmpfs", 0, "mode=0755");  // where the folder exists
   }
+  return 0;
 }
 
 static void mkdir_p(char* path) {
@@ -163,14 +165,21 @@ static void mkdir_p(char* path) {
   mkdir(path, 0755);
 }
 
-static void mount_system(const struct exec_spec* spec) {
+static void mount_system(const struct exec_spec* spec, int overlay) {
   mount_or_fail("proc", "/newroot/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, kFailMount);
   mount_or_fail("sysfs", "/newroot/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, kFailMount);
   mount_or_fail("/dev", "/newroot/dev", NULL, MS_MOVE, NULL, kFailMount);
   mount_or_fail("devpts", "/newroot/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "ptmxmode=0666",
                 kFailMount);
   mount_or_fail("tmpfs", "/newroot/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777", kFailMount);
-  mount_or_fail("tmpfs", "/newroot/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777", kFailMount);
+  // A working folder under /tmp (a CI job's mktemp -d) must stay where the command starts: over
+  // the overlay, /tmp is then the overlay's own (the host's files, writes kept in the guest)
+  // instead of a fresh tmpfs that would hide it.
+  const int cwd_in_tmp =
+      strncmp(spec->cwd, "/tmp", 4) == 0 && (spec->cwd[4] == 0 || spec->cwd[4] == '/');
+  if (!(overlay && cwd_in_tmp)) {
+    mount_or_fail("tmpfs", "/newroot/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777", kFailMount);
+  }
   // The shares last, over the system's own mounts: a share under /tmp (or /dev/shm) would
   // otherwise be hidden by the tmpfs mounted there after it.
   for (int i = 0; i < spec->shares; ++i) {
@@ -219,8 +228,8 @@ int main(void) {
   load_modules();
   const int out_fd = open_console(spec.stdout_dev);
   g_err_fd = open_console(spec.stderr_dev);
-  mount_root(&spec);
-  mount_system(&spec);
+  const int overlay = mount_root(&spec);
+  mount_system(&spec, overlay);
   sethostname("minivmm", 7);
   const pid_t child = start_command(&spec, out_fd, g_err_fd);
   for (;;) {
