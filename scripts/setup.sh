@@ -34,6 +34,9 @@ declare -A need=(
   [python3-junitparser]=/usr/lib/python3/dist-packages/junitparser/__init__.py
   # ...and its TAP report with tappy besides tests/testrun/check_tap.py's strict reading.
   [python3-tap]=/usr/lib/python3/dist-packages/tap/__init__.py
+  # tappy reads TAP 13's YAML blocks only with these two (else it warns and skips them).
+  [python3-yaml]=/usr/lib/python3/dist-packages/yaml/__init__.py
+  [python3-more-itertools]=/usr/lib/python3/dist-packages/more_itertools/__init__.py
   # scripts/bench_test_runner.sh: each run's wall and CPU time.
   [time]=/usr/bin/time
   # The gdb stub's tests (tests/integration/gdb_test.cc): Debian's gdb in batch mode.
