@@ -4,7 +4,7 @@
 # nested paging. The guest's root file system is this host's own / over 9p, so the command sees
 # the same tree, builds and binaries; its exit status is this script's.
 #
-#   scripts/nested_kvm.sh [--smp N] [--mem SIZE] -- COMMAND [ARGS...]
+#   scripts/nested_kvm.sh [--smp N] [--mem SIZE] [--timeout SECONDS] -- COMMAND [ARGS...]
 #   scripts/nested_kvm.sh -- ctest --test-dir build -L '^kvm$' --output-on-failure
 #
 # Why: some machines this project runs on are themselves guests whose kernel does not bind
@@ -17,20 +17,31 @@
 # Everything comes from Debian's archive: qemu-system-x86 (installed if missing), and the
 # kernel and busybox-static packages, unpacked (not installed) into the cache folder
 # ${MINIVMM_NESTED_CACHE:-$HOME/.cache/minivmm-nested}.
+#
+# --timeout (default 1800 s, or $MINIVMM_NESTED_TIMEOUT): the nested machine is killed when it
+# runs longer, and the script exits 124 saying so. A nested guest that hangs (a kernel that
+# never boots, a test that waits forever) must end its CI stage, never the whole job.
 set -euo pipefail
 
 smp=2
 mem=8G
+limit=${MINIVMM_NESTED_TIMEOUT:-1800}
+usage="usage: nested_kvm.sh [--smp N] [--mem SIZE] [--timeout SECONDS] -- COMMAND..."
 while [[ $# -gt 0 ]]; do
   case $1 in
     --smp) smp=$2; shift 2 ;;
     --mem) mem=$2; shift 2 ;;
+    --timeout) limit=$2; shift 2 ;;
     --) shift; break ;;
-    *) echo "nested_kvm.sh: unknown option '$1' (usage: nested_kvm.sh [--smp N] [--mem SIZE] -- COMMAND...)" >&2; exit 2 ;;
+    *) echo "nested_kvm.sh: unknown option '$1' ($usage)" >&2; exit 2 ;;
   esac
 done
 if [[ $# -eq 0 ]]; then
-  echo "nested_kvm.sh: no command given (usage: nested_kvm.sh [--smp N] [--mem SIZE] -- COMMAND...)" >&2
+  echo "nested_kvm.sh: no command given ($usage)" >&2
+  exit 2
+fi
+if [[ ! $limit =~ ^[1-9][0-9]*$ ]]; then
+  echo "nested_kvm.sh: --timeout '$limit' is not a whole number of seconds ($usage)" >&2
   exit 2
 fi
 
@@ -99,6 +110,7 @@ ln -sf /proc/self/fd/2 /mnt/dev/stderr
 mount -t devpts devpts /mnt/dev/pts
 mount -t tmpfs shm /mnt/dev/shm
 job=$(sed -n 's/.*nested_job=\([^ ]*\).*/\1/p' /proc/cmdline)
+echo "nested: $(uname -r) up, /dev/kvm ready; the job starts"
 chroot /mnt /bin/sh "$job/job.sh"
 echo $? >/mnt"$job/status"
 sync
@@ -128,13 +140,22 @@ trap 'rm -rf "$job"' EXIT
   echo
 } >"$job/job.sh"
 
-echo "nested_kvm.sh: booting $kver with kvm-amd under QEMU TCG ($smp CPUs, $mem)" >&2
-qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "$smp" -m "$mem" \
+echo "nested_kvm.sh: booting $kver with kvm-amd under QEMU TCG ($smp CPUs, $mem, at most $limit s)" >&2
+# The console is filtered line by line and unbuffered (sed -u), so a CI log shows each test as it
+# ends, not a block at the end, and a killed run still shows how far it got.
+set +e
+timeout --kill-after=20 "$limit" qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "$smp" -m "$mem" \
   -display none -no-reboot -monitor none -serial stdio \
   -kernel "$vmlinuz" -initrd "$cache/initrd.gz" \
   -append "console=ttyS0 quiet loglevel=3 nested_job=$job" \
   -virtfs local,path=/,mount_tag=hostroot,security_model=passthrough,id=hostroot,multidevs=remap \
-  </dev/null | tr -d '\r' | sed -e '/^SeaBIOS\|^iPXE\|^Press Ctrl-B\|^Booting from ROM/d' -e 's/\x1b\[[0-9;?]*[a-zA-Z]//g; s/\x1bc//g'
+  </dev/null | sed -u -e 's/\r//g' -e '/^SeaBIOS\|^iPXE\|^Press Ctrl-B\|^Booting from ROM/d' -e 's/\x1b\[[0-9;?]*[a-zA-Z]//g; s/\x1bc//g'
+qemu_status=${PIPESTATUS[0]}
+set -e
+if ((qemu_status == 124 || qemu_status == 137)); then
+  echo "nested_kvm.sh: the nested machine ran past --timeout $limit s and was killed" >&2
+  exit 124
+fi
 if [[ ! -f $job/status ]]; then
   echo "nested_kvm.sh: the nested guest stopped without reporting the command's status" >&2
   exit 125

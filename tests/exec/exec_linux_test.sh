@@ -53,16 +53,16 @@ run_exec() {
 }
 
 case $case in
-  exit7) run_exec 7 --timeout 600 -- sh -c 'exit 7' ;;
-  true) run_exec 0 --timeout 600 -- true ;;
-  false) run_exec 1 --timeout 600 -- false ;;
+  exit7) run_exec 7 --timeout 240 -- sh -c 'exit 7' ;;
+  true) run_exec 0 --timeout 240 -- true ;;
+  false) run_exec 1 --timeout 240 -- false ;;
   signal)
-    run_exec 137 --timeout 600 -- sh -c 'kill -KILL $$'
+    run_exec 137 --timeout 240 -- sh -c 'kill -KILL $$'
     check "stderr names the signal" grep -q 'killed by signal 9 (SIGKILL)' "$dir/stderr"
     ;;
   panic)
     # sysrq 'c' crashes the kernel; Debian's pvpanic-mmio binds the DSDT's QEMU0001 and says so.
-    run_exec 252 --timeout 600 -- sh -c 'echo c > /proc/sysrq-trigger; sleep 100'
+    run_exec 252 --timeout 240 -- sh -c 'echo c > /proc/sysrq-trigger; sleep 100'
     check "stderr says the kernel panicked" grep -q 'guest kernel panicked' "$dir/stderr"
     # Which lines the tail holds depends on the trace's length (the sysrq line may have scrolled
     # out): some of the console's own lines, its timestamps, must be there.
@@ -84,7 +84,7 @@ base = bytes(range(256)) * 4 + b"line\r\nbare\rcr\nlf\n\x00\x00\n"
 open(os.path.join(d, "out.bin"), "wb").write(base + os.urandom(1 << 20))
 open(os.path.join(d, "err.bin"), "wb").write(b"to stderr\n" + base[::-1] + os.urandom(4096))
 PY
-    run_exec 0 --timeout 600 -- sh -c "cat '$dir/out.bin'; cat '$dir/err.bin' >&2"
+    run_exec 0 --timeout 240 -- sh -c "cat '$dir/out.bin'; cat '$dir/err.bin' >&2"
     check "stdout byte for byte" cmp "$dir/out.bin" "$dir/stdout"
     check "stderr byte for byte" cmp "$dir/err.bin" "$dir/stderr"
     ;;
