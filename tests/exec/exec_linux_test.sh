@@ -127,7 +127,7 @@ mount -o remount,rw "$R" 2>/dev/null && touch "$R/new2" 2>/dev/null &&
 t test "$(cat "$R/kept")" = kept
 exit $f
 SH
-    run_exec 0 --timeout 900 --share "$share" --share "$ro,ro" -- sh "$dir/table.sh" "$share" "$ro"
+    run_exec 0 --timeout 240 --share "$share" --share "$ro,ro" -- sh "$dir/table.sh" "$share" "$ro"
     cat "$dir/stdout"
     check "created, renamed over, read back on the host" test "$(cat "$share/created")" = new
     check "readdir of 1,000 entries on the host" test "$(ls "$share/many" | wc -l)" = 1000
