@@ -110,7 +110,7 @@ ln -sf /proc/self/fd/2 /mnt/dev/stderr
 mount -t devpts devpts /mnt/dev/pts
 mount -t tmpfs shm /mnt/dev/shm
 job=$(sed -n 's/.*nested_job=\([^ ]*\).*/\1/p' /proc/cmdline)
-echo "nested: $(uname -r) up, /dev/kvm ready; the job starts"
+echo "nested: $(uname -r) up; the job starts"
 chroot /mnt /bin/sh "$job/job.sh"
 echo $? >/mnt"$job/status"
 sync
