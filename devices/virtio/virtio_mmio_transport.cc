@@ -336,6 +336,8 @@ void VirtioMmioTransport::report(ReportWriter& out) const {
     queue.count("descriptors", q.descriptors);
     queue.count("used", q.used);
     queue.count("interrupts_suppressed", q.interrupts_suppressed);
+    queue.count("in_flight", q.in_flight);
+    queue.count("not_popped", q.not_popped);
     queue.object("errors", [&q](ReportWriter& errors) {
       for (std::size_t e = 0; e < q.errors.size(); ++e) {
         if (q.errors[e] == 0) continue;

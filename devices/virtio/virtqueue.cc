@@ -218,6 +218,17 @@ bool Virtqueue::push_used(std::uint16_t head, std::uint32_t len) noexcept {
   return want;
 }
 
+VirtqueueStats Virtqueue::stats() const noexcept {
+  VirtqueueStats s = stats_;
+  s.in_flight = in_flight();
+  if (active_) {
+    std::uint16_t avail_idx = 0;
+    ram_.read_obj(avail_ + 2, avail_idx);
+    s.not_popped = static_cast<std::uint16_t>(avail_idx - next_avail_);
+  }
+  return s;
+}
+
 bool Virtqueue::unpop() noexcept {
   if (in_flight() == 0) return false;
   --next_avail_;

@@ -61,6 +61,11 @@ struct VirtqueueStats {
   std::uint64_t descriptors = 0;  // descriptors walked (indirect ones flattened)
   std::uint64_t used = 0;         // used-ring entries written
   std::uint64_t interrupts_suppressed = 0;
+  // At the moment of the report (a hung run's tells where it hangs): chains popped and not
+  // answered (the device's), and chains the driver made available that are not popped yet
+  // (a notify not seen).
+  std::uint64_t in_flight = 0;
+  std::uint64_t not_popped = 0;
   std::array<std::uint64_t, static_cast<std::size_t>(QueueError::kCount)> errors{};
 };
 
@@ -125,7 +130,8 @@ class Virtqueue {
   void load_state(StateReader& in, const GuestMemory& ram, bool indirect_negotiated,
                   bool event_idx_negotiated);
 
-  const VirtqueueStats& stats() const noexcept { return stats_; }
+  // The counters, with in_flight and not_popped as they are now (read from guest RAM).
+  VirtqueueStats stats() const noexcept;
 
  private:
   Pop fail(QueueError e) noexcept;

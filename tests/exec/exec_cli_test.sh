@@ -39,6 +39,12 @@ expect 2 '--share:.*guest.s root' --kernel "$bz" --share / -- true
 expect 2 '--cpus' --cpus 0 --kernel "$bz" -- true
 expect 2 '--memory' --memory lots --kernel "$bz" -- true
 expect 2 '--timeout' --timeout forever --kernel "$bz" -- true
+# --stats is judged before anything is read: never a folder, never the kernel it would replace.
+expect 2 "--stats: '$work' is a directory" --stats "$work" --kernel "$bz" -- true
+cp "$bz" "$work/kernel-copy"
+expect 2 'an output never overwrites an input' --stats "$work/kernel-copy" --kernel "$work/kernel-copy" -- true
+cmp -s "$bz" "$work/kernel-copy" || { echo "FAIL: --stats touched the kernel"; fail=1; }
+expect 2 "--stats: .*$work/no/such" --stats "$work/no/such/r.json" --kernel "$bz" -- true
 mkdir -p "$work/mods"
 echo 'not a dep line' >"$work/mods/modules.dep"
 err=$(timeout 20 "$minivmm" exec --kernel "$bz" --modules "$work/mods" -- true 2>&1)

@@ -70,9 +70,17 @@ case $case in
     ;;
   timeout)
     # 5 s is before the command under nested KVM, after it on a fast host: a hang either way.
-    run_exec 253 --timeout 5 -- sleep 100000
+    run_exec 253 --timeout 5 --stats "$dir/stats.json" -- sleep 100000
     check "stderr says --timeout" grep -q -- '--timeout expired' "$dir/stderr"
     check "the vCPU's registers are printed" grep -q 'vcpu0: rip=0x' "$dir/stderr"
+    # A hung run's --stats says where each queue stood: the root share's 9p device is there,
+    # with its ring positions and its worker's backlog.
+    check "--stats has the shares' queue positions" python3 - "$dir/stats.json" <<'PY'
+import json, sys
+text = open(sys.argv[1]).read()
+json.loads(text)
+sys.exit(0 if all(k in text for k in ('"minivmm-root"', '"not_popped"', '"requests_waiting"')) else 1)
+PY
     ;;
   output)
     # Every byte value, CR LF pairs, bare CRs and NULs, then 1 MiB of random bytes: stdout and

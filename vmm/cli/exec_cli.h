@@ -18,6 +18,7 @@ struct ExecCommandOptions {
   std::string cpus = "1";
   std::string timeout = "0";
   bool verbose = false;
+  std::string stats;  // "" : none
   std::vector<std::string> command;
 };
 
@@ -44,6 +45,10 @@ inline CLI::App* add_exec_subcommand(CLI::App& app, ExecCommandOptions& o) {
                 "end the run after this long, as timeout(1) takes it (90s, 2m; 0: none): exit 253")
       ->capture_default_str();
   e->add_flag("--verbose", o.verbose, "show the kernel's messages on stderr as it boots");
+  e->add_option("--stats", o.stats,
+                "write the run's report (every device's counters) as JSON to FILE at the end, "
+                "also after a --timeout")
+      ->type_name("FILE");
   e->add_option("command", o.command, "the command and its arguments (after --)")
       ->type_name("COMMAND [ARGS...]");
   return e;

@@ -16,6 +16,7 @@
 #include "vmm/exec/initramfs.h"
 #include "vmm/exec/kernel_version.h"
 #include "vmm/exec/module_set.h"
+#include "vmm/host/output_file.h"
 #include "vmm/machine/machine.h"
 #include "vmm/vmm_error.h"
 
@@ -152,6 +153,15 @@ int run_exec(const ExecOptions& o) {
     ::uname(&u);
     kernel = std::string("/boot/vmlinuz-") + u.release;
   }
+  // --stats is judged with the inputs, before anything is built or opened (output_file.h).
+  OutputFile stats;
+  if (!o.stats_path.empty()) {
+    try {
+      stats = OutputFile::check("--stats", o.stats_path, {{"--kernel", kernel}});
+    } catch (const VmmError& e) {
+      return exec_say(kExecUsage, e.what());
+    }
+  }
   std::string why;
   const auto image = read_kernel_image(kernel, why);
   if (!image) return exec_say(kExecUsage, "no kernel at " + kernel + " (" + why + "); pass --kernel FILE");
@@ -193,9 +203,15 @@ int run_exec(const ExecOptions& o) {
   int status = 0;
   std::string reason;
   try {
-    Machine machine(machine_config(o, spec, kernel, initrd, console));
+    Machine machine(machine_config(o, spec, kernel, initrd, console), [&] { stats.open(); });
     status = machine.run();
     reason = machine.report().exit_reason;
+    // Written also after a --timeout or a fault: the counters say where a hung run stood.
+    std::string error;
+    if (stats.kind() != OutputFile::Kind::kNone &&
+        !stats.write(machine.report().to_json().dump(2) + "\n", error)) {
+      exec_say(kExecSetupFailed, "--stats: cannot write the report to '" + stats.path() + "': " + error);
+    }
   } catch (const VmmError& e) {
     ::close(initrd);
     // An option the Machine refused (--memory over its limit) is the user's to fix.

@@ -29,6 +29,7 @@ struct ExecOptions {
   bool verbose = false;
   std::vector<std::string> argv;
   std::string cache_dir;  // "" : initramfs.h's default
+  std::string stats_path;  // "" : no report; else --stats (vmm/host/output_file.h)
 };
 
 // The process exit code (exec_status.h); says what went wrong on stderr.

@@ -177,6 +177,10 @@ void Virtio9p::report(ReportWriter& out) const {
   out.count("bytes_written", s.bytes_written);
   out.count("fids_open", s.fids_open);
   out.count("unanswerable", unanswerable());
+  // Now, for a hung run's report: requests taken off the ring and not yet served.
+  std::lock_guard lock(mu_);
+  out.count("requests_waiting", jobs_.size());
+  out.flag("request_running", running_job_);
 }
 
 }  // namespace minivmm::devices

@@ -443,6 +443,8 @@ TEST(VirtioMmioTransportTest, ReportsItsCountersAndEachQueue) {
                 "queues array", "queues/0 object", "queues/0/chains number",
                 "queues/0/descriptors number", "queues/0/used number",
                 "queues/0/interrupts_suppressed number", "queues/0/errors object",
+                "queues/0/in_flight number", "queues/0/not_popped number",
+                "queues/1/in_flight number", "queues/1/not_popped number",
                 "queues/0/errors/head_out_of_range number", "queues/1 object",
                 "queues/1/chains number", "queues/1/descriptors number", "queues/1/used number",
                 "queues/1/interrupts_suppressed number", "queues/1/errors object"}));

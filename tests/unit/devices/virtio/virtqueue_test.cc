@@ -72,6 +72,24 @@ TEST(VirtqueueTest, UsedRingGetsHeadAndLengthAndIndexMoves) {
   EXPECT_EQ(r.fq.used_len(0), 9u);
 }
 
+TEST(VirtqueueTest, StatsSayWhatIsPublishedPoppedAndAnsweredNow) {
+  // A hung run's report must tell a notify never seen (published, not popped) from a request
+  // the device holds (popped, not answered).
+  QueueRig r;
+  r.fq.add_chain(1, {{kBuf, 16, true}});
+  r.fq.add_chain(2, {{kBuf + 0x100, 16, true}});
+  EXPECT_EQ(r.q.stats().not_popped, 2u);
+  EXPECT_EQ(r.q.stats().in_flight, 0u);
+  ASSERT_EQ(r.q.pop(r.chain), Virtqueue::Pop::kChain);
+  EXPECT_EQ(r.q.stats().not_popped, 1u);
+  EXPECT_EQ(r.q.stats().in_flight, 1u);
+  r.q.push_used(r.chain.head, 0);
+  EXPECT_EQ(r.q.stats().in_flight, 0u);
+  EXPECT_EQ(r.q.stats().not_popped, 1u);
+  r.q.reset();
+  EXPECT_EQ(r.q.stats().not_popped, 0u) << "a queue out of service reads no ring";
+}
+
 TEST(VirtqueueTest, IndexesWrapAroundTheRing) {
   QueueRig r;
   for (int i = 0; i < 3 * kSize; ++i) {
