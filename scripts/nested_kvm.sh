@@ -144,6 +144,7 @@ echo "nested_kvm.sh: booting $kver with kvm-amd under QEMU TCG ($smp CPUs, $mem,
 # The console is filtered line by line and unbuffered (sed -u), so a CI log shows each test as it
 # ends, not a block at the end, and a killed run still shows how far it got.
 set +e
+started=$SECONDS
 timeout --kill-after=20 "$limit" qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "$smp" -m "$mem" \
   -display none -no-reboot -monitor none -serial stdio \
   -kernel "$vmlinuz" -initrd "$cache/initrd.gz" \
@@ -152,9 +153,15 @@ timeout --kill-after=20 "$limit" qemu-system-x86_64 -accel tcg,thread=multi -cpu
   </dev/null | sed -u -e 's/\r//g' -e '/^SeaBIOS\|^iPXE\|^Press Ctrl-B\|^Booting from ROM/d' -e 's/\x1b\[[0-9;?]*[a-zA-Z]//g; s/\x1bc//g'
 qemu_status=${PIPESTATUS[0]}
 set -e
-if ((qemu_status == 124 || qemu_status == 137)); then
+# 124: timeout(1) ended QEMU; 137: it had to SIGKILL it 20 s later, or something else did (the
+# OOM killer), which the elapsed time tells apart.
+if ((qemu_status == 124 || (qemu_status == 137 && SECONDS - started >= limit))); then
   echo "nested_kvm.sh: the nested machine ran past --timeout $limit s and was killed" >&2
   exit 124
+fi
+if ((qemu_status > 128)); then
+  echo "nested_kvm.sh: QEMU was killed by signal $((qemu_status - 128)) after $((SECONDS - started)) s" >&2
+  exit 125
 fi
 if [[ ! -f $job/status ]]; then
   echo "nested_kvm.sh: the nested guest stopped without reporting the command's status" >&2
