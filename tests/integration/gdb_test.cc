@@ -256,7 +256,8 @@ TEST(BootGdbTest, SoftwareBreakpoint) {
   SKIP_WITHOUT_GDB();
   if (!full_guest_debug()) {
     GTEST_SKIP() << "software breakpoints need a KVM whose CPU runs the guest (this host's cannot "
-                    "emulate int3 in long mode; nested KVM under TCG hands the int3 to the guest): "
+                    "emulate int3 in long mode; under nested KVM, QEMU's TCG checks no #BP intercept "
+                    "for an int3, so the guest gets it: docs/gdb.md): "
                     "set MINIVMM_GDB_FULL=1 on such a host";
   }
   Child c = start_minivmm({"run", "--kernel", guest_image(), "--cmdline",
