@@ -39,6 +39,10 @@ expect 2 '--share:.*guest.s root' --kernel "$bz" --share / -- true
 expect 2 '--cpus' --cpus 0 --kernel "$bz" -- true
 expect 2 '--memory' --memory lots --kernel "$bz" -- true
 expect 2 '--timeout' --timeout forever --kernel "$bz" -- true
+# Six shares need nine virtio devices of the board's eight (with the root and two consoles).
+shares=()
+for i in 1 2 3 4 5 6; do mkdir -p "$work/share$i"; shares+=(--share "$work/share$i"); done
+expect 2 '--share: at most 5 .*not 6$' "${shares[@]}" --kernel "$bz" -- true
 # --stats is judged before anything is read: never a folder, never the kernel it would replace.
 expect 2 "--stats: '$work' is a directory" --stats "$work" --kernel "$bz" -- true
 cp "$bz" "$work/kernel-copy"

@@ -18,6 +18,7 @@
 #include "vmm/exec/module_set.h"
 #include "vmm/host/output_file.h"
 #include "vmm/machine/machine.h"
+#include "vmm/machine/virtio_mmio_devices.h"
 #include "vmm/vmm_error.h"
 
 extern char** environ;
@@ -99,6 +100,9 @@ int initrd_memfd(const std::vector<std::uint8_t>& cached, const ExecSpec& spec, 
   return fd;
 }
 
+static_assert(kMaxExecShares + 3 == VirtioMmioDevices::kMaxDevices,
+              "machine_config() adds the root share and two output consoles to the --shares");
+
 Config machine_config(const ExecOptions& o, const ExecSpec& spec, const std::string& kernel,
                       int initrd_fd, int console_fd) {
   Config c;
@@ -152,6 +156,15 @@ int run_exec(const ExecOptions& o) {
     struct utsname u{};
     ::uname(&u);
     kernel = std::string("/boot/vmlinuz-") + u.release;
+  }
+  // Each --share is a virtio device, beside the root's and the two output consoles.
+  if (o.shares.size() > kMaxExecShares) {
+    return exec_say(kExecUsage, "--share: at most " + std::to_string(kMaxExecShares) +
+                                    " (each is a virtio device; the board has " +
+                                    std::to_string(VirtioMmioDevices::kMaxDevices) +
+                                    ", and the guest's root and its two consoles take " +
+                                    std::to_string(VirtioMmioDevices::kMaxDevices - kMaxExecShares) +
+                                    "), not " + std::to_string(o.shares.size()));
   }
   // --stats is judged with the inputs, before anything is built or opened (output_file.h).
   OutputFile stats;

@@ -32,6 +32,10 @@ struct ExecOptions {
   std::string stats_path;  // "" : no report; else --stats (vmm/host/output_file.h)
 };
 
+// --share's limit: the board's virtio devices (8) less the root share and the two output
+// consoles machine_config() adds.
+inline constexpr std::size_t kMaxExecShares = 5;
+
 // The process exit code (exec_status.h); says what went wrong on stderr.
 int run_exec(const ExecOptions& options);
 

@@ -23,6 +23,13 @@ LoadedKernel load_kernel_and_initrd(const Config& config, const GuestRamMapping&
   }
   const std::string cmdline = boot_cmdline(config);
   const TruncationGuard guard{&kernel, &initrd};
+  // The CLI says this in its own words; a Config from elsewhere (minivmm exec) must not reach
+  // the board's table of GSIs with a device it has no slot for.
+  if (config.virtio_devices() > board::kVirtioGsis.size()) {
+    throw VmmError(ExitCode::kUsage, "at most " + std::to_string(board::kVirtioGsis.size()) +
+                                         " virtio devices, not " +
+                                         std::to_string(config.virtio_devices()));
+  }
   LoadedKernel k;
   try {
     std::vector<AcpiMmioDevice> acpi_virtio;
