@@ -21,11 +21,23 @@
 # --timeout (default 1800 s, or $MINIVMM_NESTED_TIMEOUT): the nested machine is killed when it
 # runs longer, and the script exits 124 saying so. A nested guest that hangs (a kernel that
 # never boots, a test that waits forever) must end its CI stage, never the whole job.
+#
+# A frozen nested machine exits 126. QEMU 7.2's TCG here sometimes stops the nested machine for
+# good: both of its vCPU threads wait on a futex, its main loop polls, no other thread of QEMU
+# exists (no 9p worker waits on a host file), and QEMU uses no CPU (seen twice on 2026-12-04, each time in a loop of exec guests
+# over the 9p root); a live Linux would at least take its timer interrupts. The nested init writes a
+# heartbeat to its second serial port (a file here) every 20 s (guest time), from busybox in its
+# initramfs, outside the 9p root, so never mixed into the console. When none came for
+# $MINIVMM_NESTED_FROZEN_AFTER s (default 180, host time), QEMU is killed and the script says the
+# machine froze, with how long the job had run: a fault of the emulator, not of the job, which
+# scripts/test.sh runs again once (a job that only hangs keeps its heartbeat and ends by --timeout
+# instead).
 set -euo pipefail
 
 smp=2
 mem=8G
 limit=${MINIVMM_NESTED_TIMEOUT:-1800}
+frozen_after=${MINIVMM_NESTED_FROZEN_AFTER:-180}
 usage="usage: nested_kvm.sh [--smp N] [--mem SIZE] [--timeout SECONDS] -- COMMAND..."
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -40,8 +52,12 @@ if [[ $# -eq 0 ]]; then
   echo "nested_kvm.sh: no command given ($usage)" >&2
   exit 2
 fi
-if [[ ! $limit =~ ^[1-9][0-9]*$ ]]; then
-  echo "nested_kvm.sh: --timeout '$limit' is not a whole number of seconds ($usage)" >&2
+if [[ ! $limit =~ ^[1-9][0-9]{0,5}$ ]]; then
+  echo "nested_kvm.sh: --timeout '$limit' is not a whole number of seconds below 1000000 ($usage)" >&2
+  exit 2
+fi
+if [[ ! $frozen_after =~ ^[1-9][0-9]{1,4}$ ]]; then
+  echo "nested_kvm.sh: MINIVMM_NESTED_FROZEN_AFTER '$frozen_after' is not 10 to 99999 seconds" >&2
   exit 2
 fi
 
@@ -110,6 +126,8 @@ ln -sf /proc/self/fd/2 /mnt/dev/stderr
 mount -t devpts devpts /mnt/dev/pts
 mount -t tmpfs shm /mnt/dev/shm
 job=$(sed -n 's/.*nested_job=\([^ ]*\).*/\1/p' /proc/cmdline)
+# The heartbeat (see the script's header): busybox from this initramfs, never the 9p root.
+(while :; do echo beat >/dev/ttyS1; /bin/sleep 20; done) &
 echo "nested: $(uname -r) up; the job starts"
 chroot /mnt /bin/sh "$job/job.sh"
 echo $? >/mnt"$job/status"
@@ -143,16 +161,37 @@ trap 'rm -rf "$job"' EXIT
 echo "nested_kvm.sh: booting $kver with kvm-amd under QEMU TCG ($smp CPUs, $mem, at most $limit s)" >&2
 # The console is filtered line by line and unbuffered (sed -u), so a CI log shows each test as it
 # ends, not a block at the end, and a killed run still shows how far it got.
+# The watchdog: each heartbeat lands in $job/heartbeat (the second serial port); a machine
+# without one for $frozen_after s is killed (only this run's QEMU: its command line names $job).
+: >"$job/heartbeat"
+(
+  while sleep 10; do
+    last=$(stat -c %Y "$job/heartbeat" 2>/dev/null || echo 0)
+    if (($(date +%s) - last > frozen_after)); then
+      echo "$(($(date +%s) - last))" >"$job/frozen"
+      pkill -KILL -f "^qemu-system-x86_64 .*nested_job=$job" || true
+      exit 0
+    fi
+  done
+) &
+watchdog=$!
 set +e
 started=$SECONDS
 timeout --kill-after=20 "$limit" qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "$smp" -m "$mem" \
-  -display none -no-reboot -monitor none -serial stdio \
+  -display none -no-reboot -monitor none -serial stdio -serial "file:$job/heartbeat" \
   -kernel "$vmlinuz" -initrd "$cache/initrd.gz" \
   -append "console=ttyS0 quiet loglevel=3 nested_job=$job" \
   -virtfs local,path=/,mount_tag=hostroot,security_model=passthrough,id=hostroot,multidevs=remap \
   </dev/null | sed -u -e 's/\r//g' -e '/^SeaBIOS\|^iPXE\|^Press Ctrl-B\|^Booting from ROM/d' -e 's/\x1b\[[0-9;?]*[a-zA-Z]//g; s/\x1bc//g'
 qemu_status=${PIPESTATUS[0]}
+kill "$watchdog" 2>/dev/null
+wait "$watchdog" 2>/dev/null
 set -e
+if [[ -f $job/frozen ]]; then
+  echo "nested_kvm.sh: the nested machine froze: no heartbeat for $(cat "$job/frozen") s, after" \
+       "$((SECONDS - started)) s of the job (QEMU's TCG stopped it, not the job: docs/nested-kvm.md)" >&2
+  exit 126
+fi
 # 124: timeout(1) ended QEMU; 137: it had to SIGKILL it 20 s later, or something else did (the
 # OOM killer), which the elapsed time tells apart.
 if ((qemu_status == 124 || (qemu_status == 137 && SECONDS - started >= limit))); then
