@@ -43,14 +43,20 @@ expect 2 '--timeout' --timeout forever --kernel "$bz" -- true
 shares=()
 for i in 1 2 3 4 5 6; do mkdir -p "$work/share$i"; shares+=(--share "$work/share$i"); done
 expect 2 '--share: at most 5 .*not 6$' "${shares[@]}" --kernel "$bz" -- true
-# --stats is judged before anything is read: never a folder, never the kernel it would replace.
-expect 2 "--stats: '$work' is a directory" --stats "$work" --kernel "$bz" -- true
-cp "$bz" "$work/kernel-copy"
-expect 2 'an output never overwrites an input' --stats "$work/kernel-copy" --kernel "$work/kernel-copy" -- true
-cmp -s "$bz" "$work/kernel-copy" || { echo "FAIL: --stats touched the kernel"; fail=1; }
-expect 2 "--stats: .*$work/no/such" --stats "$work/no/such/r.json" --kernel "$bz" -- true
 mkdir -p "$work/mods"
 echo 'not a dep line' >"$work/mods/modules.dep"
+# --stats is judged before anything is read: never a folder, never the kernel it would replace.
+expect 2 "--stats: '$work' is a directory" --stats "$work" --kernel "$bz" --modules "$work/mods" -- true
+cp "$bz" "$work/kernel-copy"
+expect 2 'an output never overwrites an input' --stats "$work/kernel-copy" --kernel "$work/kernel-copy" \
+  --modules "$work/mods" -- true
+cmp -s "$bz" "$work/kernel-copy" || { echo "FAIL: --stats touched the kernel"; fail=1; }
+expect 2 "--stats: .*$work/no/such" --stats "$work/no/such/r.json" --kernel "$bz" --modules "$work/mods" -- true
+# The modules folder is an input too: a report never lands in it, by its name or by a link.
+expect 2 'is in the modules folder' --stats "$work/mods/modules.dep" --kernel "$bz" --modules "$work/mods" -- true
+ln -sf "$work/mods/modules.dep" "$work/link.json"
+expect 2 'is in the modules folder' --stats "$work/link.json" --kernel "$bz" --modules "$work/mods" -- true
+grep -qx 'not a dep line' "$work/mods/modules.dep" || { echo "FAIL: --stats touched modules.dep"; fail=1; }
 err=$(timeout 20 "$minivmm" exec --kernel "$bz" --modules "$work/mods" -- true 2>&1)
 got=$?
 if [[ $got -eq 249 && $err == *"modules.dep: line 1"* ]]; then echo "ok:   bad modules.dep -> 249"; else echo "FAIL: bad modules.dep -> $got: $err"; fail=1; fi
