@@ -69,10 +69,40 @@ for name, d in sorted(json.load(open(sys.argv[1])).get("devices", {}).items()):
             d.get("tag"), d["requests_waiting"], d.get("request_running"))
     print("  stats: %s: interrupts %s | %s%s" % (name, d.get("interrupts"), qs, extra))
 PY
+    # Under nested KVM, a guest that stopped (a --timeout, a triple fault) with every request
+    # answered and every answer's interrupt raised stopped below minivmm: see the note at the end.
+    if [[ -n ${MINIVMM_NESTED_KVM:-} && ($status -eq 251 || $status -eq 253) ]] &&
+       python3 - "$dir/stats.json" <<'PY'
+import json, sys
+devices = json.load(open(sys.argv[1])).get("devices", {})
+ok = False
+for name, d in devices.items():
+    if not isinstance(d, dict) or "queues" not in d:
+        continue
+    ok = True
+    if d.get("requests_waiting", 0) or d.get("request_running", False):
+        sys.exit(1)
+    raised_for = 0
+    for i, q in enumerate(d["queues"]):
+        if q["in_flight"]:
+            sys.exit(1)
+        # A console's receive queue holds buffers for input this run never gives.
+        if q["not_popped"] and not (name.startswith("virtio_out") and i == 0):
+            sys.exit(1)
+        raised_for += q["used"] - q["interrupts_suppressed"]
+    if d["interrupts"] < raised_for:
+        sys.exit(1)
+sys.exit(0 if ok else 1)
+PY
+    then
+      echo "  the guest stopped with every virtio request answered and every interrupt raised"
+      touch "$work/$case.guest-stalled"
+    fi
   fi
   check "exit status $expected" test "$status" -eq "$expected"
 }
 
+run_case() {
 case $case in
   exit7) run_exec 7 --timeout "$limit" -- sh -c 'exit 7' ;;
   true) run_exec 0 --timeout "$limit" -- true ;;
@@ -167,4 +197,24 @@ SH
     ;;
   *) echo "unknown case '$case'" >&2; exit 2 ;;
 esac
+}
+
+rm -f "$work/$case.guest-stalled"
+run_case
+# Under scripts/nested_kvm.sh, QEMU's TCG emulates the nested paging and every VM entry of the
+# guest. There, now and then (1 in 7 posix runs on 2026-12-04, always in its 64 MiB part), the
+# guest stops for good with minivmm's side idle and whole: every virtio request answered, every
+# answer's interrupt raised, the vCPU's rip in module text with cr2 equal to rip and no oops on
+# the console (or a triple fault, with no message). Such a case runs again once, saying so; any
+# other failure, or a stall with a request or an interrupt outstanding, fails as it is.
+if ((fail != 0)) && [[ -f $work/$case.guest-stalled ]]; then
+  echo "RETRY: the guest stalled with minivmm's side whole (nested emulation, see above): once more"
+  rm -f "$work/$case.guest-stalled"
+  [[ $case == posix ]] && { umount "$dir/share" 2>/dev/null; trap - EXIT; }
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  fail=0
+  run_case
+  rm -f "$work/$case.guest-stalled"
+fi
 exit $fail
