@@ -52,6 +52,7 @@ expect 2 'an output never overwrites an input' --stats "$work/kernel-copy" --ker
   --modules "$work/mods" -- true
 cmp -s "$bz" "$work/kernel-copy" || { echo "FAIL: --stats touched the kernel"; fail=1; }
 expect 2 "--stats: .*$work/no/such" --stats "$work/no/such/r.json" --kernel "$bz" --modules "$work/mods" -- true
+expect 2 '--stats' --stats '' --kernel "$bz" --modules "$work/mods" -- true
 # The modules folder is an input too: a report never lands in it, by its name or by a link.
 expect 2 'is in the modules folder' --stats "$work/mods/modules.dep" --kernel "$bz" --modules "$work/mods" -- true
 ln -sf "$work/mods/modules.dep" "$work/link.json"

@@ -18,7 +18,8 @@ struct ExecCommandOptions {
   std::string cpus = "1";
   std::string timeout = "0";
   bool verbose = false;
-  std::string stats;  // "" : none
+  std::string stats;
+  bool stats_given = false;  // --stats "" is refused, not taken for no --stats
   std::vector<std::string> command;
 };
 
@@ -48,7 +49,8 @@ inline CLI::App* add_exec_subcommand(CLI::App& app, ExecCommandOptions& o) {
   e->add_option("--stats", o.stats,
                 "write the run's report (every device's counters) as JSON to FILE at the end, "
                 "also after a --timeout")
-      ->type_name("FILE");
+      ->type_name("FILE")
+      ->each([&o](const std::string&) { o.stats_given = true; });
   e->add_option("command", o.command, "the command and its arguments (after --)")
       ->type_name("COMMAND [ARGS...]");
   return e;

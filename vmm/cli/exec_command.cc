@@ -57,6 +57,7 @@ int run_exec_command(const ExecCommandOptions& c) {
   o.kernel = c.kernel;
   o.modules_dir = c.modules;
   o.verbose = c.verbose;
+  o.stats = c.stats_given;
   o.stats_path = c.stats;
   const auto mem = parse_size(c.memory);
   if (!mem) return exec_usage("--memory: '" + c.memory + "' is not a size (try 512M or 1G)");

@@ -199,7 +199,7 @@ int run_exec(const ExecOptions& o) {
   // --stats is judged with the inputs, before anything is built or opened (output_file.h): never
   // the kernel, and never in the modules folder, whose files the run reads (modules.dep).
   OutputFile stats;
-  if (!o.stats_path.empty()) {
+  if (o.stats) {
     try {
       stats = OutputFile::check("--stats", o.stats_path, {{"--kernel", kernel}});
     } catch (const VmmError& e) {

@@ -29,7 +29,8 @@ struct ExecOptions {
   bool verbose = false;
   std::vector<std::string> argv;
   std::string cache_dir;  // "" : initramfs.h's default
-  std::string stats_path;  // "" : no report; else --stats (vmm/host/output_file.h)
+  bool stats = false;      // --stats given: the report goes to stats_path (output_file.h)
+  std::string stats_path;
 };
 
 // --share's limit: the board's virtio devices (8) less the root share and the two output
