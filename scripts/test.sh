@@ -62,16 +62,24 @@ record() {
   echo "== $name: $passed passed, $failed failed, $skipped skipped"
 }
 
+# run_logged NAME COMMAND...: runs COMMAND with its output shown and kept in NAME's log, for
+# record(); sets `status` to its exit status.
+run_logged() {
+  local name=$1
+  shift
+  set +e
+  "$@" 2>&1 | tee "$logs/$name.log"
+  status=${PIPESTATUS[0]}
+  set -e
+}
+
 # run_stage NAME COMMAND...: one ctest run (or a command that runs ctest), timed, its output
 # kept for record().
 run_stage() {
   local name=$1 t=$SECONDS status
   shift
   echo "== $name"
-  set +e
-  "$@" 2>&1 | tee "$logs/$name.log"
-  status=${PIPESTATUS[0]}
-  set -e
+  run_logged "$name" "$@"
   echo "== $name: $((SECONDS - t)) s"
   record "$name" "$logs/$name.log" "$status"
 }
@@ -83,17 +91,13 @@ run_nested_stage() {
   local name=$1 t=$SECONDS status
   shift
   echo "== $name"
-  set +e
-  bash scripts/nested_kvm.sh "$@" 2>&1 | tee "$logs/$name.log"
-  status=${PIPESTATUS[0]}
+  run_logged "$name" bash scripts/nested_kvm.sh "$@"
   if ((status == 126)); then
     mv "$logs/$name.log" "$logs/$name.froze.log"
     echo "== $name: the nested machine froze after $((SECONDS - t)) s; the stage runs again, once"
     frozen_stages+=("$name")
-    bash scripts/nested_kvm.sh "$@" 2>&1 | tee "$logs/$name.log"
-    status=${PIPESTATUS[0]}
+    run_logged "$name" bash scripts/nested_kvm.sh "$@"
   fi
-  set -e
   echo "== $name: $((SECONDS - t)) s"
   record "$name" "$logs/$name.log" "$status"
 }
