@@ -22,7 +22,7 @@
 # runs longer, and the script exits 124 saying so. A nested guest that hangs (a kernel that
 # never boots, a test that waits forever) must end its CI stage, never the whole job.
 #
-# A frozen nested machine exits 126. QEMU 7.2's TCG here sometimes stops the nested machine for
+# A frozen nested machine exits 126, as does one whose own kernel panicked. QEMU 7.2's TCG here sometimes stops the nested machine for
 # good: both of its vCPU threads wait on a futex, its main loop polls, no other thread of QEMU
 # exists (no 9p worker waits on a host file), and QEMU uses no CPU (seen twice on 2026-12-04, each time in a loop of exec guests
 # over the 9p root); a live Linux would at least take its timer interrupts. The nested init writes a
@@ -180,9 +180,10 @@ started=$SECONDS
 timeout --kill-after=20 "$limit" qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "$smp" -m "$mem" \
   -display none -no-reboot -monitor none -serial stdio -serial "file:$job/heartbeat" \
   -kernel "$vmlinuz" -initrd "$cache/initrd.gz" \
-  -append "console=ttyS0 quiet loglevel=3 nested_job=$job" \
+  -append "console=ttyS0 quiet loglevel=3 panic=-1 nested_job=$job" \
   -virtfs local,path=/,mount_tag=hostroot,security_model=passthrough,id=hostroot,multidevs=remap \
-  </dev/null | sed -u -e 's/\r//g' -e '/^SeaBIOS\|^iPXE\|^Press Ctrl-B\|^Booting from ROM/d' -e 's/\x1b\[[0-9;?]*[a-zA-Z]//g; s/\x1bc//g'
+  </dev/null | sed -u -e 's/\r//g' -e '/^SeaBIOS\|^iPXE\|^Press Ctrl-B\|^Booting from ROM/d' -e 's/\x1b\[[0-9;?]*[a-zA-Z]//g; s/\x1bc//g' |
+  tee "$job/console"
 qemu_status=${PIPESTATUS[0]}
 kill "$watchdog" 2>/dev/null
 wait "$watchdog" 2>/dev/null
@@ -201,6 +202,16 @@ fi
 if ((qemu_status > 128)); then
   echo "nested_kvm.sh: QEMU was killed by signal $((qemu_status - 128)) after $((SECONDS - started)) s" >&2
   exit 125
+fi
+# The L1 kernel's own panic (panic=-1 reboots it at once, and -no-reboot ends QEMU): the job never
+# wrote its status. Seen on 2026-12-04 in KVM's exit path under TCG's SVM ("corrupted stack end
+# detected inside scheduler", in kvm_vcpu_reset from shutdown_interception): the emulator's
+# fault like a freeze, so the same status. A panic a test printed (a nested guest's own
+# console) comes with the job's status and is the job's result.
+if [[ ! -f $job/status ]] && grep -q 'Kernel panic - not syncing' "$job/console"; then
+  echo "nested_kvm.sh: the nested machine's kernel panicked after $((SECONDS - started)) s of the" \
+       "job (under QEMU's TCG, not in the job: docs/nested-kvm.md): $(grep -m1 -o 'Kernel panic - not syncing.*' "$job/console")" >&2
+  exit 126
 fi
 if [[ ! -f $job/status ]]; then
   echo "nested_kvm.sh: the nested guest stopped without reporting the command's status" >&2

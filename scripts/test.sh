@@ -40,7 +40,7 @@ trap 'rm -rf "$logs"' EXIT
 started=$SECONDS
 summary=()  # "stage passed failed skipped" per ctest run
 failed_stages=0
-frozen_stages=()  # nested stages run again because the nested machine froze
+frozen_stages=()  # nested stages run again because the nested machine froze or panicked
 
 wanted() {  # STAGE: whether MINIVMM_STAGES asks for it (all, when unset)
   [[ -z ${MINIVMM_STAGES:-} || " $MINIVMM_STAGES " == *" $1 "* ]]
@@ -85,8 +85,9 @@ run_stage() {
 }
 
 # run_nested_stage NAME NESTED_KVM_ARGS...: run_stage for scripts/nested_kvm.sh, which exits 126
-# when QEMU's TCG froze the nested machine (no heartbeat: its header says why that is the
-# emulator's fault). Such a stage runs once more, saying so; its first log is kept beside.
+# when QEMU's TCG froze the nested machine (no heartbeat) or its kernel panicked (its header says
+# why those are the emulator's faults). Such a stage runs once more, saying so; its first log is
+# kept beside.
 run_nested_stage() {
   local name=$1 t=$SECONDS status
   shift
@@ -94,7 +95,7 @@ run_nested_stage() {
   run_logged "$name" bash scripts/nested_kvm.sh "$@"
   if ((status == 126)); then
     mv "$logs/$name.log" "$logs/$name.froze.log"
-    echo "== $name: the nested machine froze after $((SECONDS - t)) s; the stage runs again, once"
+    echo "== $name: the nested machine froze or panicked after $((SECONDS - t)) s; the stage runs again, once"
     frozen_stages+=("$name")
     run_logged "$name" bash scripts/nested_kvm.sh "$@"
   fi
@@ -265,7 +266,7 @@ for row in "${summary[@]}"; do
 done
 echo "== all: $((SECONDS - started)) s"
 if ((${#frozen_stages[@]} > 0)); then
-  echo "== run again because the nested machine froze (an emulator fault): ${frozen_stages[*]}"
+  echo "== run again because the nested machine froze or panicked (an emulator fault): ${frozen_stages[*]}"
 fi
 echo "$passed passed, $failed failed, $skipped skipped"
 ((failed_stages == 0))
