@@ -41,6 +41,7 @@ started=$SECONDS
 summary=()  # "stage passed failed skipped" per ctest run
 failed_stages=0
 frozen_stages=()  # nested stages run again because the nested machine froze or panicked
+retried=()        # "stage: test" for each test that passed only on its second run
 
 wanted() {  # STAGE: whether MINIVMM_STAGES asks for it (all, when unset)
   [[ -z ${MINIVMM_STAGES:-} || " $MINIVMM_STAGES " == *" $1 "* ]]
@@ -58,6 +59,11 @@ record() {
   failed=$((total - passed - skipped))
   if ((status != 0 && failed == 0)); then failed=1; fi
   ((failed == 0)) || failed_stages=$((failed_stages + 1))
+  # A second run (ctest --repeat) prints its result without the "N/M " count.
+  local test
+  while read -r test; do
+    retried+=("$name: $test")
+  done < <(sed -nE 's/^ +Test +#[0-9]+: ([^ ]+) .* Passed +[0-9.]+ sec$/\1/p' "$log")
   summary+=("$name $passed $failed $skipped")
   echo "== $name: $passed passed, $failed failed, $skipped skipped"
 }
@@ -225,14 +231,14 @@ fi
 nested_limit=${MINIVMM_NESTED_TIMEOUT:-900}
 
 # Nested KVM, where /dev/kvm does not open here: the release build's KVM tests whose bugs are
-# behaviour, not speed, inside a Debian kernel with kvm-amd under QEMU's TCG. Functional
-# assertions only: the tests skip their time bounds there (MINIVMM_NESTED_KVM, run_minivmm.h),
-# since TCG emulates every instruction. The set: a boot and a snapshot/restore with no tick lost
-# in each --pit-tick mode and with --pit kvm (BootSnapshotTickTest boots a normal run beside
-# each), pause/resume in each mode, SMP through INIT/SIPI (4 vCPUs, 200 NMI rounds, across a
-# restore), virtio-blk's checksum round trip across a restore, the memory-sharing clones,
-# virtio-net through a TAP in a namespace, pvpanic, the bundled guests through `minivmm test`,
-# the reset in place in each tick mode, ACPI S3 (a wake by command, by the RTC alarm, after a
+# behaviour, not speed, inside a Debian kernel with kvm-amd under QEMU's TCG. Functional assertions
+# only: the tests skip their time bounds there (MINIVMM_NESTED_KVM, run_minivmm.h), since TCG
+# emulates every instruction. The set: a boot and a snapshot/restore with no tick lost in each
+# --pit-tick mode and with --pit kvm (BootSnapshotTickTest boots a normal run beside each),
+# pause/resume in each mode, SMP through INIT/SIPI (4 vCPUs, 200 NMI rounds, across a restore),
+# virtio-blk's checksum round trip across a restore, the memory-sharing clones (one at a time
+# there), virtio-net through a TAP in a namespace, pvpanic, the bundled guests through `minivmm
+# test`, the reset in place in each tick mode, ACPI S3 (a wake by command, by the RTC alarm, after a
 # restore), and kvm-unit-tests entries through `minivmm test` where the suite has been built.
 if [[ $kvm_stage == nested ]] && wanted nested && $release_built; then
   nested_set='^Modes/BootSnapshotTickTest|^PitTick/BootPauseTest'
@@ -241,8 +247,13 @@ if [[ $kvm_stage == nested ]] && wanted nested && $release_built; then
   nested_set+='|^BootNetTest\.TapInANamespace|^BootFailureTest\.AGuestPanic|^testrun\.boot$'
   nested_set+='|^Modes/BootSnapshotResetTest|^BootSnapshotResetTest\.AVirtio|^BootAcpiPmTest\.(S3|ARestored)'
   nested_set+='|^kvm-unit-tests\.(smptest|vmexit_cpuid|ioapic|s3|vmexit_inl_pmtimer)$'
+  # --repeat until-pass:2: a test fails its first run there for the emulator now and then, with
+  # no fault of minivmm's (docs/nested-kvm.md: a clone whose guest stopped, and one run that
+  # ended in the L1 kernel's panic inside KVM's exit path), so a failed test runs once more,
+  # and the summary names every test that needed it. The same tests run once, with no second
+  # chance, where /dev/kvm opens.
   run_nested_stage "test(nested-kvm)" --timeout "$nested_limit" -- ctest --test-dir "$PWD/build-release" \
-    -j 2 "${ctest_common[@]}" -L kvm -R "$nested_set"
+    -j 2 "${ctest_common[@]}" --repeat until-pass:2 -L kvm -R "$nested_set"
 fi
 
 # Linux's own 9p client against minivmm's 9p server (tests/linux/ninep_fd_test.sh): on every
@@ -267,6 +278,10 @@ done
 echo "== all: $((SECONDS - started)) s"
 if ((${#frozen_stages[@]} > 0)); then
   echo "== run again because the nested machine froze or panicked (an emulator fault): ${frozen_stages[*]}"
+fi
+if ((${#retried[@]} > 0)); then
+  echo "== passed on their second run under nested KVM (their first run's output is in the log above):"
+  printf '   %s\n' "${retried[@]}"
 fi
 echo "$passed passed, $failed failed, $skipped skipped"
 ((failed_stages == 0))
