@@ -54,9 +54,9 @@ cmp -s "$bz" "$work/kernel-copy" || { echo "FAIL: --stats touched the kernel"; f
 expect 2 "--stats: .*$work/no/such" --stats "$work/no/such/r.json" --kernel "$bz" --modules "$work/mods" -- true
 expect 2 '--stats' --stats '' --kernel "$bz" --modules "$work/mods" -- true
 # The modules folder is an input too: a report never lands in it, by its name or by a link.
-expect 2 'is in the modules folder' --stats "$work/mods/modules.dep" --kernel "$bz" --modules "$work/mods" -- true
+expect 2 'is in the folder given to --modules' --stats "$work/mods/modules.dep" --kernel "$bz" --modules "$work/mods" -- true
 ln -sf "$work/mods/modules.dep" "$work/link.json"
-expect 2 'is in the modules folder' --stats "$work/link.json" --kernel "$bz" --modules "$work/mods" -- true
+expect 2 'is in the folder given to --modules' --stats "$work/link.json" --kernel "$bz" --modules "$work/mods" -- true
 grep -qx 'not a dep line' "$work/mods/modules.dep" || { echo "FAIL: --stats touched modules.dep"; fail=1; }
 err=$(timeout 20 "$minivmm" exec --kernel "$bz" --modules "$work/mods" -- true 2>&1)
 got=$?

@@ -102,23 +102,6 @@ int initrd_memfd(const std::vector<std::uint8_t>& cached, const ExecSpec& spec, 
   return fd;
 }
 
-// The real folder a path to be written is in ("" when it does not resolve).
-std::string stats_folder(const std::string& path) {
-  const std::size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-  char real[PATH_MAX];
-  return ::realpath(dir.c_str(), real) != nullptr ? std::string(real) : std::string();
-}
-
-// Whether `folder` (real) is `root` or under it (symbolic links in `root` resolved).
-bool inside_folder(const std::string& folder, const std::string& root) {
-  char real[PATH_MAX];
-  if (folder.empty() || ::realpath(root.c_str(), real) == nullptr) return false;
-  const std::string r(real);
-  return folder == r || (folder.size() > r.size() && folder.compare(0, r.size(), r) == 0 &&
-                         (r == "/" || folder[r.size()] == '/'));
-}
-
 static_assert(kMaxExecShares + 3 == VirtioMmioDevices::kMaxDevices,
               "machine_config() adds the root share and two output consoles to the --shares");
 
@@ -201,15 +184,10 @@ int run_exec(const ExecOptions& o) {
   OutputFile stats;
   if (o.stats) {
     try {
-      stats = OutputFile::check("--stats", o.stats_path, {{"--kernel", kernel}});
+      stats = OutputFile::check("--stats", o.stats_path,
+                                {{"--kernel", kernel}, {"--modules", modules_dir, true}});
     } catch (const VmmError& e) {
       return exec_say(kExecUsage, e.what());
-    }
-    // A regular file is judged where the report lands (a symbolic link's target).
-    const std::string lands = stats.resolved().empty() ? o.stats_path : stats.resolved();
-    if (inside_folder(stats_folder(lands), modules_dir)) {
-      return exec_say(kExecUsage, "--stats: '" + o.stats_path + "' is in the modules folder " +
-                                      modules_dir + ", an input of the run");
     }
   }
   auto modules = resolve_modules(modules_dir, wanted_modules(), why);

@@ -31,6 +31,13 @@ std::pair<std::string, std::string> split_path(const std::string& path) {
   return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
 }
 
+// Whether the real path `path` is `root` (real too) or under it.
+bool is_under(const std::string& path, const std::string& root) {
+  if (root == "/") return true;
+  return path == root ||
+         (path.size() > root.size() && path.compare(0, root.size(), root) == 0 && path[root.size()] == '/');
+}
+
 // Where `path` would be once resolved: its real path if it exists, else its folder's real path
 // and its own name; nullopt if neither resolves.
 std::optional<std::string> resolved_name(const std::string& path) {
@@ -138,6 +145,14 @@ OutputFile OutputFile::check(std::string option, std::string path,
   // Never one of the run's inputs, under whatever name: same inode, or the same resolved path
   // (an input that does not exist yet, such as the control socket's file).
   for (const InputFile& in : inputs) {
+    if (in.folder) {
+      const auto root = real_path(in.path);
+      if (root && is_under(*resolved, *root)) {
+        throw fail("is in the folder given to " + in.option + " ('" + in.path +
+                   "'), whose files the run reads; an output never lands among inputs");
+      }
+      continue;
+    }
     struct stat ist {};
     const bool same_inode = exists && ::stat(in.path.c_str(), &ist) == 0 &&
                             ist.st_dev == st.st_dev && ist.st_ino == st.st_ino;

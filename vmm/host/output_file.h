@@ -4,8 +4,8 @@
 //    and before /dev/kvm: not empty, not a directory, a socket or a block device (a report
 //    written onto a disk would destroy what it holds; refusing it replaces nothing), in a
 //    folder that exists and can be written, and never one of the run's input files (device
-//    and inode, symlinks resolved), so `--stats k.bin --kernel k.bin` is a usage error
-//    instead of a lost kernel.
+//    and inode, symlinks resolved), nor in one of its input folders, so `--stats k.bin
+//    --kernel k.bin` is a usage error instead of a lost kernel.
 //  - open(): after every input check passed. A FIFO is opened non-blocking, so one without a
 //    reader is a one-line error instead of a hang; a regular file is not touched yet.
 //  - write(): at the end. A regular file gets the whole text in a temporary file beside it,
@@ -27,10 +27,13 @@
 
 namespace minivmm::vmm {
 
-// An input of the run, named by the option that gave it (--kernel, --initrd, --drive).
+// An input of the run, named by the option that gave it (--kernel, --initrd, --drive). A
+// `folder` is one whose files the run reads (exec's --modules): no output lands anywhere in it,
+// by its own name or by a symbolic link's target.
 struct InputFile {
   std::string option;
   std::string path;
+  bool folder = false;
 };
 
 class OutputFile {

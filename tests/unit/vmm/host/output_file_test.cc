@@ -87,6 +87,31 @@ TEST_F(OutputFileTest, NeverAnInputUnderAnyName) {
   EXPECT_EQ(read(kernel), "kernel bytes");
 }
 
+// An input folder (exec's --modules): nothing lands in it or below it, by its name, a path with
+// `..` or a symbolic link from outside; a folder beside it whose name starts the same is not in it.
+TEST_F(OutputFileTest, NeverInAnInputFolder) {
+  ASSERT_EQ(::mkdir(path("mods").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(path("mods/kernel").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(path("mods2").c_str(), 0755), 0);
+  const std::string dep = make("mods/modules.dep", "deps");
+  ASSERT_EQ(::symlink(dep.c_str(), path("to-dep").c_str()), 0);
+  ASSERT_EQ(::symlink(path("mods/new.json").c_str(), path("to-new").c_str()), 0);
+  ASSERT_EQ(::symlink(path("mods").c_str(), path("mods-link").c_str()), 0);
+  const std::vector<InputFile> inputs{{"--modules", path("mods"), true}};
+  for (const std::string& p : {dep, path("mods/new.json"), path("mods/kernel/x.json"),
+                               path("mods2/../mods/y.json"), path("to-dep"),
+                               path("mods-link/z.json")}) {
+    const auto [code, why] = judge(p, inputs);
+    EXPECT_EQ(code, ExitCode::kUsage) << p;
+    EXPECT_NE(why.find("the folder given to --modules"), std::string::npos) << why;
+  }
+  // A link to a file not there yet is refused too, as a link to nothing (it is never followed).
+  EXPECT_EQ(judge(path("to-new"), inputs).first, ExitCode::kUsage);
+  EXPECT_EQ(judge(path("mods2/report.json"), inputs).first, ExitCode::kOk);
+  EXPECT_EQ(judge(path("report.json"), inputs).first, ExitCode::kOk);
+  EXPECT_EQ(read(dep), "deps");
+}
+
 TEST_F(OutputFileTest, CheckAndOpenTouchNothingAndWriteReplacesTheFileWhole) {
   const std::string report = make("report.json", "old report");
   OutputFile out = OutputFile::check("--stats", report, {});
