@@ -18,7 +18,7 @@
 # kernel and busybox-static packages, unpacked (not installed) into the cache folder
 # ${MINIVMM_NESTED_CACHE:-$HOME/.cache/minivmm-nested}.
 #
-# --timeout (default 1800 s, or $MINIVMM_NESTED_TIMEOUT): the nested machine is killed when it
+# --timeout (default 900 s, or $MINIVMM_NESTED_TIMEOUT): the nested machine is killed when it
 # runs longer, and the script exits 124 saying so. A nested guest that hangs (a kernel that
 # never boots, a test that waits forever) must end its CI stage, never the whole job.
 #
@@ -36,7 +36,7 @@ set -euo pipefail
 
 smp=2
 mem=8G
-limit=${MINIVMM_NESTED_TIMEOUT:-1800}
+limit=${MINIVMM_NESTED_TIMEOUT:-900}
 frozen_after=${MINIVMM_NESTED_FROZEN_AFTER:-180}
 usage="usage: nested_kvm.sh [--smp N] [--mem SIZE] [--timeout SECONDS] -- COMMAND..."
 while [[ $# -gt 0 ]]; do
