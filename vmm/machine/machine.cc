@@ -337,10 +337,9 @@ void Machine::pause() {
       hold_.kvmclock = std::max(hold_.kvmclock, *seen);
     }
   }
-  if (config_.pit == PitMode::kKvm) hold_.kvm_pit = read_kvm_pit(vm_->vm.fd());
   // Before vm_clock stops: an edge the host kernel fired after the stop would be re-armed on
   // resume.
-  board_->pit().pause();
+  for (devices::PausableDevice* d : board_->pausable()) d->pause();
   loop_->vm_clock.pause();
   loop_->dynticks->rearm();
 }
@@ -412,12 +411,8 @@ void Machine::resume() {
 void Machine::resume_now() {
   if (!paused()) return;
   set_kvm_clock(vm_->vm.fd(), hold_.kvmclock);
-  if (hold_.kvm_pit) {
-    set_kvm_pit(vm_->vm.fd(), *hold_.kvm_pit);
-    hold_.kvm_pit.reset();
-  }
   loop_->vm_clock.resume();
-  board_->pit().resume();
+  for (devices::PausableDevice* d : board_->pausable()) d->resume();
   loop_->dynticks->rearm();
   vcpus_->resume();
 }

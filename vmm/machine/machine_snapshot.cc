@@ -180,11 +180,12 @@ nlohmann::json Machine::snapshot(const std::string& path, bool resume_after) {
 // Every record of `snap` into this machine: devices, then KVM's VM and vCPU state, with
 // vm_clock standing at the snapshot's instant. The restore's and the reset's common part.
 void Machine::load_records(const SnapshotFile& snap, std::int64_t vm_now) {
-  // Paused before anything loads: the vCPUs park before their first KVM_RUN, the PIT's host
-  // timers stay withdrawn, and vm_clock stands at the snapshot's instant, so every deadline a
-  // device re-arms from its record means what it meant.
+  // Paused before anything loads: the vCPUs park before their first KVM_RUN, the devices' host
+  // timers stay withdrawn (the PIT's), and vm_clock stands at the snapshot's instant, so every
+  // deadline a device re-arms from its record means what it meant.
   vcpus_->pause();
-  board_->pit().pause();
+  const auto pausable = board_->pausable();
+  for (devices::PausableDevice* d : pausable) d->pause();
   loop_->vm_clock.set_paused_at(timers::Nanos{vm_now});
   for (const auto& [name, d] : stateful_devices()) {
     StateReader in(snap.meta.section(name).data, name);
@@ -198,9 +199,9 @@ void Machine::load_records(const SnapshotFile& snap, std::int64_t vm_now) {
                     snap.meta.section("vcpu" + std::to_string(v->index())).data, &vs);
   }
   hold_.kvmclock = read_kvm_clock(vm_->vm.fd());
-  // KVM's PIT was loaded above, and counts from then on: set again at the resume, it counts
-  // from there.
-  if (config_.pit == PitMode::kKvm) hold_.kvm_pit = read_kvm_pit(vm_->vm.fd());
+  // What was loaded is what the resume brings back: a pause takes what stands now (KVM's PIT,
+  // loaded above with the VM's state and counting host time since, is set again at the resume).
+  for (devices::PausableDevice* d : pausable) d->pause();
   loop_->dynticks->rearm();
 }
 

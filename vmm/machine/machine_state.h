@@ -73,11 +73,11 @@ struct SnapshotSession {
   bool reset_pending = false;
 };
 
-// What holds the guest's vCPUs and clocks still: a pause (kvmclock as it read, and KVM's PIT
-// under --pit kvm, set back at the resume so they do not count the pause) and ACPI S3.
+// What holds the guest's vCPUs and clocks still: a pause (kvmclock as it read, set back at the
+// resume so that it does not count the pause; each device holds its own, PausableDevice) and
+// ACPI S3.
 struct GuestHold {
   std::uint64_t kvmclock = 0;
-  std::optional<kvm_pit_state2> kvm_pit;
   // S3: the vCPUs hold (set by the guest's SLP_EN, cleared once they are parked); asleep until
   // a wake; the rt_clock timer of the RTC alarm that wakes it.
   std::atomic<bool> suspend{false};

@@ -218,6 +218,8 @@ void PcBoard::report(nlohmann::json& devices) const {
   JsonReportWriter::add_device(devices, mmio_);
 }
 
+std::vector<devices::PausableDevice*> PcBoard::pausable() const { return {pit_.get()}; }
+
 std::vector<devices::StatefulDevice*> PcBoard::stateful() const {
   // The owned devices first and the borrowed PIT last, as snapshots were written before
   // participation was declared (sections are found by name; the order only keeps files alike).

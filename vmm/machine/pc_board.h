@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "devices/bus/device_state.h"
+#include "devices/bus/pausable_device.h"
 #include "devices/bus/io_bus.h"
 #include "devices/bus/mmio_bus.h"
 #include "devices/bus/report_writer.h"
@@ -134,6 +135,9 @@ class PcBoard {
   // in slot order, then the PIT's; with --pit kvm the PIT is KVM's (its state is the VM's,
   // vmm/snapshot/kvm_state.h).
   std::vector<devices::StatefulDevice*> stateful() const;
+  // Every device a pause must hold (devices/bus/pausable_device.h): the PIT, whose ticks run on
+  // host timers or in KVM. The others' time is vm_clock's, which stops by itself.
+  std::vector<devices::PausableDevice*> pausable() const;
 
   // The slots' makers hand these back (COM1 and the PIT are the machine's business too).
   void set_uart(devices::Uart16550& uart) noexcept { uart_ = &uart; }

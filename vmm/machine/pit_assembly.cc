@@ -3,12 +3,15 @@
 #include <cstdint>
 #include <span>
 
+#include "vmm/snapshot/kvm_state.h"
+
 
 namespace minivmm::vmm {
 
 PitAssembly::PitAssembly(const Wiring& w) {
   if (w.config.pit == PitMode::kKvm) {
     w.vm.create_kernel_pit();
+    kernel_pit_vm_fd_ = w.vm.fd();
     return;
   }
   build_user_pit(w);
@@ -60,11 +63,16 @@ void PitAssembly::report(devices::ReportWriter& out) const {
   if (pit_) pit_->report(out);  // the pulse train's counters nest inside (kernel_train)
 }
 
-void PitAssembly::pause() noexcept {
+void PitAssembly::pause() {
+  if (kernel_pit_vm_fd_ >= 0) held_kernel_pit_ = read_kvm_pit(kernel_pit_vm_fd_);
   if (train_) train_->suspend();
 }
 
-void PitAssembly::resume() noexcept {
+void PitAssembly::resume() {
+  if (held_kernel_pit_) {
+    set_kvm_pit(kernel_pit_vm_fd_, *held_kernel_pit_);
+    held_kernel_pit_.reset();
+  }
   if (train_) train_->resume();
 }
 

@@ -13,8 +13,12 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include <linux/kvm.h>
+
+#include "devices/bus/pausable_device.h"
 #include "devices/bus/report_writer.h"
 #include "devices/pc/i8254/i8254_pit.h"
 #include "devices/pc/i8254/i8254_speaker_port.h"
@@ -28,7 +32,7 @@
 
 namespace minivmm::vmm {
 
-class PitAssembly final : public devices::ReportingDevice {
+class PitAssembly final : public devices::ReportingDevice, public devices::PausableDevice {
  public:
   struct Wiring {
     const Config& config;
@@ -56,9 +60,12 @@ class PitAssembly final : public devices::ReportingDevice {
   timers::ThreadTimers* vcpu_dynticks() const noexcept { return vcpu_dynticks_.get(); }
 
   // Pause withdraws the host kernel's armed edges before vm_clock stops (an edge fired after
-  // the stop would be re-armed on resume); resume re-arms them from the vm_clock grid.
-  void pause() noexcept;
-  void resume() noexcept;
+  // the stop would be re-armed on resume); resume re-arms them from the vm_clock grid. KVM's PIT
+  // runs on host time: pause reads it and resume sets it back, which restarts its counters'
+  // phase then, so the paused time is not replayed as reinjected ticks. Throws VmmError (KVM
+  // refusing the read or the set).
+  void pause() override;
+  void resume() override;
 
   // The PIT's report (its pulse train's under "kernel_train"); nothing with KVM's PIT.
   std::string_view report_key() const noexcept override { return "pit"; }
@@ -74,6 +81,9 @@ class PitAssembly final : public devices::ReportingDevice {
   std::unique_ptr<HostKernelPulseTrain> train_;  // --pit-tick kernel; outlives pit_
   std::unique_ptr<devices::I8254Pit> pit_;
   std::unique_ptr<devices::I8254SpeakerPort> speaker_;
+  // --pit kvm: the VM whose PIT it is, and its state while paused.
+  int kernel_pit_vm_fd_ = -1;
+  std::optional<kvm_pit_state2> held_kernel_pit_;
 };
 
 }  // namespace minivmm::vmm
