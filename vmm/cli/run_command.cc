@@ -38,22 +38,6 @@ std::optional<std::vector<std::pair<std::size_t, std::string>>> restore_renames(
   return renamed;
 }
 
-GivenOptions given_guest_options(const RunOptions& o) {
-  GivenOptions given;
-  given.memory = o.gave("--memory");
-  given.cpus = o.gave("--cpus");
-  given.pit = o.gave("--pit");
-  given.pit_tick = o.gave("--pit-tick");
-  given.lost_ticks = o.gave("--lost-ticks");
-  given.cpu = o.gave("--cpu");
-  given.cpuid_mask = o.gave("--cpuid-mask");
-  given.console = o.gave("--console");
-  given.drives = o.gave("--drive");
-  given.nets = o.gave("--net");
-  given.testdev = o.config.testdev;
-  return given;
-}
-
 // The snapshot's configuration into o.config. Throws SnapshotError or StateError for what the
 // file says; returns a usage exit code for a command line that contradicts it.
 std::optional<int> merge_snapshot(RunOptions& o, const SnapshotFile& snapshot,
@@ -65,7 +49,7 @@ std::optional<int> merge_snapshot(RunOptions& o, const SnapshotFile& snapshot,
                         " bytes of RAM, the memory section has " +
                         std::to_string(snapshot.meta.memory_bytes));
   }
-  if (const auto why = merge_restored_config(c, given_guest_options(o), saved, renamed)) {
+  if (const auto why = merge_restored_config(c, o.given, saved, renamed)) {
     std::fprintf(stderr, "minivmm: error: %s\n", one_line(*why).c_str());
     return to_int(ExitCode::kUsage);
   }

@@ -1,6 +1,7 @@
 #include "vmm/machine/snapshot_config.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "devices/bus/device_state.h"
 #include "vmm/machine/net_spec.h"
@@ -24,27 +25,143 @@ constexpr std::size_t kMaxList = 64;
 constexpr std::uint8_t kUnversionedLayout = 1;
 constexpr std::uint8_t kLayout = 2;
 
+template <typename Enum>
+void save_enum(StateWriter& out, Enum e) {
+  out.u8(static_cast<std::uint8_t>(e));
+}
+
+// An enum's byte, refused unless it is one of the `count` values this build knows.
+template <typename Enum>
+Enum load_enum(StateReader& in, std::uint8_t count, const char* what) {
+  const std::uint8_t v = in.u8();
+  if (v >= count) in.fail("an unknown " + std::string(what) + " (" + std::to_string(v) + ")");
+  return static_cast<Enum>(v);
+}
+
+std::optional<std::string> differs(const char* option, const std::string& snapshot) {
+  return std::string(option) + ": the snapshot's guest has " + snapshot +
+         "; leave it out, or say the same";
+}
+
+// The guest-visible options, one row each (issue 34): the option as the command line names it
+// (run_cli.h's add_guest_options registers it; tests/unit/vmm/cli checks that the two lists are
+// one), its field of the record (written, and read back checked, in row order: the record's
+// layout is this table's order), whether the command line's value agrees with the snapshot's,
+// how the snapshot's guest has it (for the contradiction's line), and the snapshot's value into
+// the command line's Config at a restore. The drives and the NICs have rules of their own
+// (sizes, renames, MACs) and follow the rows in the record. A new guest-visible option is a row
+// here (at the end, with a new layout version) and its registration in run_cli.h.
+struct GuestField {
+  const char* option;
+  void (*save)(StateWriter& out, const Config& c);
+  void (*load)(StateReader& in, Config& c);
+  bool (*same)(const Config& user, const Config& saved);
+  std::string (*snapshot_has)(const Config& saved);
+  void (*take)(Config& user, const Config& saved);
+};
+
+void save_cpuid_mask(StateWriter& out, const Config& c) {
+  out.u32(static_cast<std::uint32_t>(c.cpuid_mask.size()));
+  for (const std::string& m : c.cpuid_mask) out.text(m);
+}
+
+void load_cpuid_mask(StateReader& in, Config& c) {
+  const std::uint32_t masks = in.u32();
+  if (masks > kMaxList) in.fail(std::to_string(masks) + " CPUID masks");
+  const auto& known = known_cpuid_features();
+  for (std::uint32_t i = 0; i < masks; ++i) {
+    std::string name = in.text(kMaxText);
+    // The names this minivmm writes are the ones --cpuid-mask takes: anything else is not a
+    // snapshot of it (and the name is quoted on one line, whatever bytes it holds).
+    if (std::none_of(known.begin(), known.end(),
+                     [&](const CpuidFeature& f) { return f.name == name; })) {
+      in.fail("an unknown CPUID feature '" + one_line(name) + "'");
+    }
+    c.cpuid_mask.push_back(std::move(name));
+  }
+}
+
+const GuestField kGuestFields[] = {
+    {"--memory", [](StateWriter& out, const Config& c) { out.u64(c.memory_bytes); },
+     [](StateReader& in, Config& c) { c.memory_bytes = in.u64(); },
+     [](const Config& u, const Config& s) { return u.memory_bytes == s.memory_bytes; },
+     [](const Config& s) { return std::to_string(s.memory_bytes >> 20) + " MiB"; },
+     [](Config& u, const Config& s) { u.memory_bytes = s.memory_bytes; }},
+    {"--cpus", [](StateWriter& out, const Config& c) { out.u32(c.cpus); },
+     [](StateReader& in, Config& c) {
+       c.cpus = in.u32();
+       if (c.cpus < 1 || c.cpus > kMaxVcpus) in.fail(std::to_string(c.cpus) + " vCPUs");
+     },
+     [](const Config& u, const Config& s) { return u.cpus == s.cpus; },
+     [](const Config& s) { return std::to_string(s.cpus) + " vCPUs"; },
+     [](Config& u, const Config& s) { u.cpus = s.cpus; }},
+    {"--pit", [](StateWriter& out, const Config& c) { save_enum(out, c.pit); },
+     [](StateReader& in, Config& c) { c.pit = load_enum<PitMode>(in, 2, "--pit"); },
+     [](const Config& u, const Config& s) { return u.pit == s.pit; },
+     [](const Config& s) { return std::string(s.pit == PitMode::kKvm ? "--pit kvm" : "--pit user"); },
+     [](Config& u, const Config& s) { u.pit = s.pit; }},
+    {"--pit-tick", [](StateWriter& out, const Config& c) { save_enum(out, c.pit_tick); },
+     [](StateReader& in, Config& c) { c.pit_tick = load_enum<PitTick>(in, 3, "--pit-tick"); },
+     [](const Config& u, const Config& s) { return u.pit_tick == s.pit_tick; },
+     [](const Config& s) {
+       const char* names[] = {"loop", "vcpu", "kernel"};
+       return std::string("--pit-tick ") + names[static_cast<int>(s.pit_tick)];
+     },
+     [](Config& u, const Config& s) { u.pit_tick = s.pit_tick; }},
+    {"--lost-ticks", [](StateWriter& out, const Config& c) { save_enum(out, c.lost_ticks); },
+     [](StateReader& in, Config& c) {
+       c.lost_ticks = load_enum<devices::LostTickPolicy>(in, 2, "--lost-ticks");
+     },
+     [](const Config& u, const Config& s) { return u.lost_ticks == s.lost_ticks; },
+     [](const Config& s) {
+       return std::string(s.lost_ticks == devices::LostTickPolicy::kDelay ? "--lost-ticks delay"
+                                                                           : "--lost-ticks discard");
+     },
+     [](Config& u, const Config& s) { u.lost_ticks = s.lost_ticks; }},
+    {"--cpu", [](StateWriter& out, const Config& c) { save_enum(out, c.cpu); },
+     [](StateReader& in, Config& c) { c.cpu = load_enum<CpuModel>(in, 2, "--cpu"); },
+     [](const Config& u, const Config& s) { return u.cpu == s.cpu; },
+     [](const Config& s) { return std::string(s.cpu == CpuModel::kHost ? "--cpu host" : "--cpu baseline"); },
+     [](Config& u, const Config& s) { u.cpu = s.cpu; }},
+    {"--cpuid-mask", save_cpuid_mask, load_cpuid_mask,
+     [](const Config& u, const Config& s) { return u.cpuid_mask == s.cpuid_mask; },
+     [](const Config&) { return std::string("another CPUID mask"); },
+     [](Config& u, const Config& s) { u.cpuid_mask = s.cpuid_mask; }},
+    {"--console", [](StateWriter& out, const Config& c) { out.boolean(c.virtio_console); },
+     [](StateReader& in, Config& c) { c.virtio_console = in.boolean(); },
+     [](const Config& u, const Config& s) { return u.virtio_console == s.virtio_console; },
+     [](const Config& s) { return std::string(s.virtio_console ? "--console virtio" : "--console serial"); },
+     [](Config& u, const Config& s) { u.virtio_console = s.virtio_console; }},
+    {"--testdev", [](StateWriter& out, const Config& c) { out.boolean(c.testdev); },
+     [](StateReader& in, Config& c) { c.testdev = in.boolean(); },
+     [](const Config& u, const Config& s) { return u.testdev == s.testdev; },
+     [](const Config& s) { return std::string(s.testdev ? "--testdev" : "no --testdev"); },
+     [](Config& u, const Config& s) { u.testdev = s.testdev; }},
+};
+
+// The options with rules of their own: the drives and NICs (in the record after the rows), and
+// the shares (a run with one refuses snapshots, so no record has them).
+constexpr std::string_view kOwnRuleOptions[] = {"--drive", "--net", "--share"};
+
 }  // namespace
+
+std::vector<std::string_view> guest_visible_options() {
+  std::vector<std::string_view> names;
+  for (const GuestField& f : kGuestFields) names.emplace_back(f.option);
+  names.insert(names.end(), std::begin(kOwnRuleOptions), std::end(kOwnRuleOptions));
+  return names;
+}
 
 std::vector<std::uint8_t> save_machine_config(const Config& c,
                                               const std::vector<std::uint64_t>& drive_sizes) {
   StateWriter out;
   devices::write_version(out, kLayout);
-  out.u64(c.memory_bytes);
-  out.u32(c.cpus);
-  out.u8(static_cast<std::uint8_t>(c.pit));
-  out.u8(static_cast<std::uint8_t>(c.pit_tick));
-  out.u8(static_cast<std::uint8_t>(c.lost_ticks));
-  out.u8(static_cast<std::uint8_t>(c.cpu));
-  out.u32(static_cast<std::uint32_t>(c.cpuid_mask.size()));
-  for (const std::string& m : c.cpuid_mask) out.text(m);
-  out.boolean(c.virtio_console);
-  out.boolean(c.testdev);
+  for (const GuestField& f : kGuestFields) f.save(out, c);
   out.u32(static_cast<std::uint32_t>(c.drives.size()));
   for (std::size_t i = 0; i < c.drives.size(); ++i) {
     out.text(c.drives[i].path);
     out.boolean(c.drives[i].read_only);
-    out.u8(static_cast<std::uint8_t>(c.drives[i].aio));
+    save_enum(out, c.drives[i].aio);
     out.u64(i < drive_sizes.size() ? drive_sizes[i] : 0);
   }
   out.u32(static_cast<std::uint32_t>(c.nets.size()));
@@ -52,7 +169,7 @@ std::vector<std::uint8_t> save_machine_config(const Config& c,
   return out.data();
 }
 
-// The record's drives (with their sizes) and NICs, after the scalar fields.
+// The record's drives (with their sizes) and NICs, after the rows' fields.
 static void load_devices(StateReader& in, SavedMachine& s) {
   Config& c = s.config;
   const std::uint32_t drives = in.u32();
@@ -61,13 +178,12 @@ static void load_devices(StateReader& in, SavedMachine& s) {
     DriveSpec d;
     d.path = in.text(kMaxText);
     d.read_only = in.boolean();
-    const std::uint8_t aio = in.u8();
-    if (aio > 2) in.fail("drive aio " + std::to_string(aio));
-    d.aio = static_cast<DriveAio>(aio);
+    d.aio = load_enum<DriveAio>(in, 3, "drive aio");
     if (d.path.empty()) in.fail("a drive without a path");
     // Stored resolved (Machine::save_sections): a relative one would open whatever file of that
     // name sits in the restoring process's folder. An older snapshot's relative path must be
-    // given again, with --restore-drive (main.cc checks that, since that option may replace it).
+    // given again, with --restore-drive (run_command.cc checks that, since that option may
+    // replace it).
     c.drives.push_back(d);
     s.drive_sizes.push_back(in.u64());
   }
@@ -89,113 +205,28 @@ SavedMachine load_machine_config(std::span<const std::uint8_t> record) {
     in.fail("layout version " + std::to_string(layout) + " (this build reads " +
             std::to_string(kUnversionedLayout) + " and " + std::to_string(kLayout) + ")");
   }
-  // Layouts 1 and 2 hold the same fields; a layout 3 would branch on `layout` below.
+  // Layouts 1 and 2 hold the same fields; a layout 3 would say which rows it has.
   SavedMachine s;
-  Config& c = s.config;
-  c.memory_bytes = in.u64();
-  c.cpus = in.u32();
-  if (c.cpus < 1 || c.cpus > kMaxVcpus) in.fail(std::to_string(c.cpus) + " vCPUs");
-  const std::uint8_t pit = in.u8(), tick = in.u8(), lost = in.u8(), cpu = in.u8();
-  if (pit > 1 || tick > 2 || lost > 1 || cpu > 1) in.fail("an unknown PIT, tick, policy or CPU");
-  c.pit = static_cast<PitMode>(pit);
-  c.pit_tick = static_cast<PitTick>(tick);
-  c.lost_ticks = static_cast<devices::LostTickPolicy>(lost);
-  c.cpu = static_cast<CpuModel>(cpu);
-  const std::uint32_t masks = in.u32();
-  if (masks > kMaxList) in.fail(std::to_string(masks) + " CPUID masks");
-  const auto& known = known_cpuid_features();
-  for (std::uint32_t i = 0; i < masks; ++i) {
-    std::string name = in.text(kMaxText);
-    // The names this minivmm writes are the ones --cpuid-mask takes: anything else is not a
-    // snapshot of it (and the name is quoted on one line, whatever bytes it holds).
-    if (std::none_of(known.begin(), known.end(),
-                     [&](const CpuidFeature& f) { return f.name == name; })) {
-      in.fail("an unknown CPUID feature '" + one_line(name) + "'");
-    }
-    c.cpuid_mask.push_back(std::move(name));
-  }
-  c.virtio_console = in.boolean();
-  c.testdev = in.boolean();
+  for (const GuestField& f : kGuestFields) f.load(in, s.config);
   load_devices(in, s);
   in.expect_end();
-  if (c.virtio_devices() > board::kVirtioGsis.size()) in.fail("too many virtio devices");
+  if (s.config.virtio_devices() > board::kVirtioGsis.size()) in.fail("too many virtio devices");
   return s;
 }
 
 namespace {
 
-std::optional<std::string> differs(const char* option, const std::string& snapshot) {
-  return std::string(option) + ": the snapshot's guest has " + snapshot +
-         "; leave it out, or say the same";
-}
-
-// The guest-visible options a restore takes from the snapshot, one row each (issue 34), in the
-// order their contradictions are said: the option, whether the command line gave it, whether
-// the command line's value agrees with the snapshot's, how the snapshot's guest has it, and
-// the snapshot's value into the command line's Config. The drives and the NICs have rules of
-// their own (renames, MACs), below. A new guest-visible option adds its row here, its field to
-// the record above (with a layout version), and its flag to GivenOptions.
-struct GuestField {
-  const char* option;
-  bool GivenOptions::*given;
-  bool (*same)(const Config& user, const Config& saved);
-  std::string (*snapshot_has)(const Config& saved);
-  void (*take)(Config& user, const Config& saved);
-};
-
-const GuestField kGuestFields[] = {
-    {"--memory", &GivenOptions::memory,
-     [](const Config& u, const Config& s) { return u.memory_bytes == s.memory_bytes; },
-     [](const Config& s) { return std::to_string(s.memory_bytes >> 20) + " MiB"; },
-     [](Config& u, const Config& s) { u.memory_bytes = s.memory_bytes; }},
-    {"--cpus", &GivenOptions::cpus, [](const Config& u, const Config& s) { return u.cpus == s.cpus; },
-     [](const Config& s) { return std::to_string(s.cpus) + " vCPUs"; },
-     [](Config& u, const Config& s) { u.cpus = s.cpus; }},
-    {"--pit", &GivenOptions::pit, [](const Config& u, const Config& s) { return u.pit == s.pit; },
-     [](const Config& s) { return std::string(s.pit == PitMode::kKvm ? "--pit kvm" : "--pit user"); },
-     [](Config& u, const Config& s) { u.pit = s.pit; }},
-    {"--pit-tick", &GivenOptions::pit_tick,
-     [](const Config& u, const Config& s) { return u.pit_tick == s.pit_tick; },
-     [](const Config& s) {
-       const char* names[] = {"loop", "vcpu", "kernel"};
-       return std::string("--pit-tick ") + names[static_cast<int>(s.pit_tick)];
-     },
-     [](Config& u, const Config& s) { u.pit_tick = s.pit_tick; }},
-    {"--lost-ticks", &GivenOptions::lost_ticks,
-     [](const Config& u, const Config& s) { return u.lost_ticks == s.lost_ticks; },
-     [](const Config& s) {
-       return std::string(s.lost_ticks == devices::LostTickPolicy::kDelay ? "--lost-ticks delay"
-                                                                           : "--lost-ticks discard");
-     },
-     [](Config& u, const Config& s) { u.lost_ticks = s.lost_ticks; }},
-    {"--cpu", &GivenOptions::cpu, [](const Config& u, const Config& s) { return u.cpu == s.cpu; },
-     [](const Config& s) { return std::string(s.cpu == CpuModel::kHost ? "--cpu host" : "--cpu baseline"); },
-     [](Config& u, const Config& s) { u.cpu = s.cpu; }},
-    {"--cpuid-mask", &GivenOptions::cpuid_mask,
-     [](const Config& u, const Config& s) { return u.cpuid_mask == s.cpuid_mask; },
-     [](const Config&) { return std::string("another CPUID mask"); },
-     [](Config& u, const Config& s) { u.cpuid_mask = s.cpuid_mask; }},
-    {"--console", &GivenOptions::console,
-     [](const Config& u, const Config& s) { return u.virtio_console == s.virtio_console; },
-     [](const Config& s) { return std::string(s.virtio_console ? "--console virtio" : "--console serial"); },
-     [](Config& u, const Config& s) { u.virtio_console = s.virtio_console; }},
-    {"--testdev", &GivenOptions::testdev,
-     [](const Config& u, const Config& s) { return u.testdev == s.testdev; },
-     [](const Config&) { return std::string("no --testdev"); },
-     [](Config& u, const Config& s) { u.testdev = s.testdev; }},
-};
-
 // What the command line gave that the snapshot's guest contradicts, or nullopt.
 std::optional<std::string> contradiction(const Config& user, const GivenOptions& given,
                                          const Config& s) {
   for (const GuestField& f : kGuestFields) {
-    if (given.*f.given && !f.same(user, s)) return differs(f.option, f.snapshot_has(s));
+    if (given.count(f.option) > 0 && !f.same(user, s)) return differs(f.option, f.snapshot_has(s));
   }
-  if (given.drives) {
+  if (given.count("--drive") > 0) {
     return std::string("--drive: a restored guest has the snapshot's drives; give another ") +
            "file for one with --restore-drive N=PATH";
   }
-  if (given.nets && user.nets.size() != s.nets.size()) {
+  if (given.count("--net") > 0 && user.nets.size() != s.nets.size()) {
     return differs("--net", std::to_string(s.nets.size()) + " NICs");
   }
   return std::nullopt;
@@ -255,7 +286,7 @@ std::optional<std::string> merge_restored_config(
   for (const GuestField& f : kGuestFields) f.take(user, s);
   if (auto why = take_drives(user, s, restore_drives)) return why;
   const std::vector<NetSpec> user_nets = user.nets;
-  return take_nets(user, given.nets, user_nets, s);
+  return take_nets(user, given.count("--net") > 0, user_nets, s);
 }
 
 }  // namespace minivmm::vmm

@@ -10,20 +10,24 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "vmm/machine/config.h"
 
 namespace minivmm::vmm {
 
-// Which guest-visible options the user gave on a `run --restore` command line.
-struct GivenOptions {
-  bool memory = false, cpus = false, pit = false, pit_tick = false, lost_ticks = false,
-       cpu = false, cpuid_mask = false, console = false, drives = false, nets = false,
-       testdev = false;
-};
+// The guest-visible options the user gave on a `run --restore` command line, by name
+// ("--pit-tick"), as the CLI registered them.
+using GivenOptions = std::set<std::string>;
+
+// Every guest-visible option this record and a restore know, by the CLI's name: the table's
+// rows, then --drive, --net and --share (rules of their own). run_cli.h's add_guest_options
+// registers exactly these (tests/unit/vmm/cli/guest_options_test.cc).
+std::vector<std::string_view> guest_visible_options();
 
 // `drive_sizes[i]`: --drive i's size in bytes when the snapshot was taken.
 std::vector<std::uint8_t> save_machine_config(const Config& config,

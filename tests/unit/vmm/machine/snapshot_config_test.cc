@@ -19,6 +19,9 @@ Config guest_config() {
   c.lost_ticks = devices::LostTickPolicy::kDiscard;
   c.cpuid_mask = {"avx"};
   c.virtio_console = true;
+  c.pit = PitMode::kKvm;
+  c.cpu = CpuModel::kHost;
+  c.testdev = true;
   c.drives = {{"/tmp/a.img", true, DriveAio::kThreads}};
   std::string why;
   c.nets = {*parse_net_spec("user,mac=52:54:00:aa:bb:cc", why)};
@@ -34,6 +37,9 @@ TEST(SnapshotConfigTest, ReadsBackWhatTheGuestSees) {
   EXPECT_EQ(s.config.lost_ticks, devices::LostTickPolicy::kDiscard);
   EXPECT_EQ(s.config.cpuid_mask, std::vector<std::string>{"avx"});
   EXPECT_TRUE(s.config.virtio_console);
+  EXPECT_EQ(s.config.pit, PitMode::kKvm);
+  EXPECT_EQ(s.config.cpu, CpuModel::kHost);
+  EXPECT_TRUE(s.config.testdev);
   ASSERT_EQ(s.config.drives.size(), 1u);
   EXPECT_EQ(s.config.drives[0].path, "/tmp/a.img");
   EXPECT_TRUE(s.config.drives[0].read_only);
@@ -102,15 +108,15 @@ TEST(SnapshotConfigTest, AContradictionIsAUsageErrorNamingTheOption) {
     const auto r = merge_restored_config(user, given, saved, {});
     return r ? *r : std::string();
   };
-  EXPECT_NE(why([](Config& c, GivenOptions& g) { c.cpus = 2, g.cpus = true; }).find("--cpus"),
+  EXPECT_NE(why([](Config& c, GivenOptions& g) { c.cpus = 2, g.insert("--cpus"); }).find("--cpus"),
             std::string::npos);
-  EXPECT_NE(why([](Config& c, GivenOptions& g) { c.pit_tick = PitTick::kLoop, g.pit_tick = true; })
+  EXPECT_NE(why([](Config& c, GivenOptions& g) { c.pit_tick = PitTick::kLoop, g.insert("--pit-tick"); })
                 .find("--pit-tick vcpu"),
             std::string::npos);
-  EXPECT_NE(why([](Config&, GivenOptions& g) { g.drives = true; }).find("--restore-drive"),
+  EXPECT_NE(why([](Config&, GivenOptions& g) { g.insert("--drive"); }).find("--restore-drive"),
             std::string::npos);
   // Saying the same is not a contradiction.
-  EXPECT_EQ(why([](Config& c, GivenOptions& g) { c.cpus = 4, g.cpus = true; }), "");
+  EXPECT_EQ(why([](Config& c, GivenOptions& g) { c.cpus = 4, g.insert("--cpus"); }), "");
   Config user;
   const auto bad_index = merge_restored_config(user, {}, saved, {{3, "/tmp/b.img"}});
   ASSERT_TRUE(bad_index);
@@ -119,6 +125,24 @@ TEST(SnapshotConfigTest, AContradictionIsAUsageErrorNamingTheOption) {
   EXPECT_EQ(merge_restored_config(renamed, {}, saved, {{0, "/tmp/b.img"}}), std::nullopt);
   EXPECT_EQ(renamed.drives[0].path, "/tmp/b.img");
   EXPECT_TRUE(renamed.drives[0].read_only);
+}
+
+// Every row of the table (snapshot_config.cc) judges its own field: a command line giving that
+// option with another value than the snapshot's (guest_config() differs from the defaults in
+// each) is told so, by the option's name.
+TEST(SnapshotConfigTest, EveryGuestVisibleOptionGivenOtherwiseIsAContradictionNamingIt) {
+  const SavedMachine saved = load_machine_config(save_machine_config(guest_config(), {1 << 20}));
+  std::size_t rows = 0;
+  for (const std::string_view name : guest_visible_options()) {
+    if (name == "--share") continue;  // refused with --restore before any merge (run_config.cc)
+    Config user;
+    if (name == "--net") user.nets.clear();  // 0 NICs against the snapshot's 1
+    const auto why = merge_restored_config(user, {std::string(name)}, saved, {});
+    ASSERT_TRUE(why) << name;
+    EXPECT_EQ(why->rfind(std::string(name), 0), 0u) << *why;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 11u);  // 9 rows, --drive and --net
 }
 
 }  // namespace
