@@ -81,7 +81,7 @@ TEST(SnapshotConfigTest, AnUnversionedRecordLoadsAndAnotherVersionIsRefusedByNum
     (void)load_machine_config(v3);
     FAIL() << "accepted";
   } catch (const devices::StateError& e) {
-    EXPECT_STREQ(e.what(), "config state: layout version 3 (this build reads 1 and 2)");
+    EXPECT_STREQ(e.what(), "config state: layout version 3 (this build reads 1 to 2)");
   }
 }
 
