@@ -30,8 +30,8 @@
 # initramfs, outside the 9p root, so never mixed into the console. When none came for
 # $MINIVMM_NESTED_FROZEN_AFTER s (default 180, host time), QEMU is killed and the script says the
 # machine froze, with how long the job had run: a fault of the emulator, not of the job, which
-# scripts/test.sh runs again once (a job that only hangs keeps its heartbeat and ends by --timeout
-# instead).
+# scripts/test.sh carries on in a new machine (a job that only hangs keeps its heartbeat and
+# ends by --timeout instead).
 set -euo pipefail
 
 smp=2
