@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "vmm/cli/size_parser.h"
+#include "vmm/machine/size_parser.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -7,7 +7,7 @@
 
 #include "devices/log/log.h"
 #include "vmm/cli/exec_cli.h"
-#include "vmm/cli/size_parser.h"
+#include "vmm/machine/size_parser.h"
 #include "vmm/exec/exec_run.h"
 #include "vmm/exec/exec_status.h"
 #include "vmm/machine/config.h"

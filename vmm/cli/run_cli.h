@@ -9,6 +9,7 @@
 
 #include "timers/alarm_timer.h"
 #include "vmm/cli/run_command.h"
+#include "vmm/machine/guest_options.h"
 
 namespace minivmm::vmm {
 
@@ -53,30 +54,28 @@ inline void add_boot_options(CLI::App* run, RunOptions& o) {
 
 // What the guest sees: its RAM, CPUs, PIT, devices (the snapshot's "config" record holds these).
 inline void add_guest_options(CLI::App* run, RunOptions& o) {
-  Config& c = o.config;
-  run->add_option("--memory", o.memory, "guest RAM, e.g. 64M, 1G (max 3G)")->capture_default_str();
-  run->add_option("--cpus", o.cpus,
-                  "vCPUs, 1.." + std::to_string(kMaxVcpus) +
-                      ": vCPU 0 boots the kernel, the others wait for the guest's INIT/SIPI")
-      ->capture_default_str();
-  run->add_option("--pit", o.pit, "i8254 PIT: user (minivmm's) or kvm (in-kernel baseline)")
-      ->check(CLI::IsMember({"user", "kvm"}))
-      ->capture_default_str();
-  run->add_option("--pit-tick", o.pit_tick,
-                  "who delivers the user PIT's periodic ticks: loop (an alarm wakes the loop, "
-                  "which raises IRQ0), vcpu (a timer signal interrupts KVM_RUN) or kernel "
-                  "(edges armed ahead on host timers that signal an irqfd; the least host CPU, "
-                  "so the default)")
-      ->check(CLI::IsMember({"loop", "vcpu", "kernel"}))
-      ->capture_default_str();
-  run->add_option("--lost-ticks", o.lost, "PIT lost-tick policy: delay or discard")
-      ->check(CLI::IsMember({"delay", "discard"}))
-      ->capture_default_str();
-  run->add_option("--cpu", o.cpu, "CPUID model: baseline or host")
-      ->check(CLI::IsMember({"baseline", "host"}))
-      ->capture_default_str();
-  run->add_option("--cpuid-mask", c.cpuid_mask, "CPUID features to hide, e.g. cx16,xsave")
-      ->delimiter(',');
+  // The table's rows (vmm/machine/guest_options.h): name, help, default and accepted values
+  // are the row's; run_config.cc parses the text with the row's parser.
+  for (const GuestOption& g : guest_options()) {
+    GuestText& text = o.guest[g.name];
+    switch (g.kind) {
+      case GuestOption::Kind::kValue: {
+        text.value = g.default_text;
+        CLI::Option* opt = run->add_option(g.name, text.value, g.help)->capture_default_str();
+        if (!g.choices.empty()) {
+          opt->check(CLI::IsMember(std::vector<std::string>(g.choices.begin(), g.choices.end())));
+        }
+        break;
+      }
+      case GuestOption::Kind::kList:
+        run->add_option(g.name, text.list, g.help)->delimiter(',');
+        break;
+      case GuestOption::Kind::kFlag:
+        run->add_flag(g.name, text.flag, g.help);
+        break;
+    }
+  }
+  // The options with rules of their own (snapshot_config.cc).
   run->add_option("--drive", o.drives,
                   "virtio-blk disk: FILE[,ro][,aio=io_uring|threads] (repeatable; aio: io_uring "
                   "where the kernel allows it, else a worker thread)");
@@ -87,12 +86,6 @@ inline void add_guest_options(CLI::App* run, RunOptions& o) {
   run->add_option("--share", o.shares,
                   "virtio-9p share: HOSTDIR[,ro] (repeatable; mount tags share0, share1, ... "
                   "in order; docs/9p.md)");
-  run->add_option("--console", o.console, "guest console: serial (COM1) or virtio (virtio-console)")
-      ->check(CLI::IsMember({"serial", "virtio"}))
-      ->capture_default_str();
-  run->add_flag("--testdev", c.testdev,
-                "add kvm-unit-tests' devices, QEMU's fw_cfg (port 0x510) and pc-testdev (ports "
-                "0xe0-0xeb, 0x2000-0x2017 driving GSIs 0-23, MMIO 0xff000000)");
 }
 
 // The host's business: timers, polling, output, sandbox, affinity.

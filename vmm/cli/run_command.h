@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <map>
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "vmm/machine/config.h"
+#include "vmm/machine/guest_options.h"
 
 namespace minivmm::vmm {
 
@@ -19,8 +21,10 @@ struct RunOptions {
   std::string log_level = "info";
   std::string restore_path, mailbox;
   std::vector<std::string> restore_drives;
-  std::string memory = "64M", cpus = "1", pit = "user", pit_tick = "kernel", lost = "delay",
-              cpu = "baseline", console = "serial", irq_inject = "auto", seccomp = "on";
+  // The guest-visible options' text by name (vmm/machine/guest_options.h's rows; run_cli.h
+  // fills in each row's default as it registers it).
+  std::map<std::string, GuestText, std::less<>> guest;
+  std::string irq_inject = "auto", seccomp = "on";
   std::string alarm = std::string(timers::alarm_kind_name(Config{}.alarm));
   std::string poll = std::string(loop::poller_kind_name(Config{}.poller));
   std::string seccomp_selftest, cpu_affinity;

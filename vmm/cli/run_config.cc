@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "vmm/cli/run_command.h"
-#include "vmm/cli/size_parser.h"
+#include "vmm/machine/size_parser.h"
 #include "vmm/exit_code.h"
 #include "vmm/gdb/gdb_stub.h"
 #include "vmm/machine/virtio_mmio_devices.h"
@@ -55,44 +55,17 @@ std::optional<int> check_restore_options(RunOptions& o) {
   return std::nullopt;
 }
 
-// What the guest sees: RAM, vCPUs, the PIT, the CPU model.
+// What the guest sees: each row of guest_options.h parses its own text, then the one rule
+// between two of them.
 std::optional<int> parse_guest_options(RunOptions& o) {
   Config& c = o.config;
-  const auto mem = parse_size(o.memory);
-  if (!mem) return usage("--memory: '" + o.memory + "' is not a size (try 64M or 1G)");
-  c.memory_bytes = *mem;
-  // By hand rather than CLI::Range: one line, naming the limit, for every bad spelling.
-  std::uint64_t n = 0;
-  bool ok = !o.cpus.empty() && o.cpus.size() <= 6;
-  for (const char ch : o.cpus) {
-    ok = ok && ch >= '0' && ch <= '9';
-    if (ok) n = n * 10 + static_cast<std::uint64_t>(ch - '0');
+  for (const GuestOption& g : guest_options()) {
+    if (const auto why = g.parse(g, o.guest[g.name], c)) return usage(*why);
   }
-  if (!ok || n < 1 || n > kMaxVcpus) {
-    return usage("--cpus: '" + o.cpus + "' is not a vCPU count from 1 to " +
-                 std::to_string(kMaxVcpus));
-  }
-  c.cpus = static_cast<std::uint32_t>(n);
-  if (o.pit == "kvm" && o.gave("--pit-tick")) {
+  if (c.pit == PitMode::kKvm && o.gave("--pit-tick")) {
     return usage("--pit-tick: KVM's in-kernel PIT (--pit kvm) delivers its own ticks; "
                  "--pit-tick applies to --pit user");
   }
-  c.pit = o.pit == "kvm" ? PitMode::kKvm : PitMode::kUser;
-  c.pit_tick = o.pit_tick == "vcpu"     ? PitTick::kVcpu
-               : o.pit_tick == "kernel" ? PitTick::kHostKernel
-                                        : PitTick::kLoop;
-  c.lost_ticks = o.lost == "discard" ? devices::LostTickPolicy::kDiscard
-                                     : devices::LostTickPolicy::kDelay;
-  c.cpu = *parse_cpu_model(o.cpu);
-  // Checked here, not when KVM's CPUID is filtered: user input is judged before /dev/kvm.
-  for (const std::string& name : c.cpuid_mask) {
-    const auto& known = known_cpuid_features();
-    if (std::none_of(known.begin(), known.end(),
-                     [&](const CpuidFeature& f) { return f.name == name; })) {
-      return usage("--cpuid-mask: unknown CPUID feature '" + name + "'");
-    }
-  }
-  c.virtio_console = o.console == "virtio";
   return std::nullopt;
 }
 

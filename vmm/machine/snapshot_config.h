@@ -24,9 +24,9 @@ namespace minivmm::vmm {
 // ("--pit-tick"), as the CLI registered them.
 using GivenOptions = std::set<std::string>;
 
-// Every guest-visible option this record and a restore know, by the CLI's name: the table's
-// rows, then --drive, --net and --share (rules of their own). run_cli.h's add_guest_options
-// registers exactly these (tests/unit/vmm/cli/guest_options_test.cc).
+// Every guest-visible option this record and a restore know, by the CLI's name: the rows of
+// guest_options.h, then --drive, --net and --share (rules of their own). run_cli.h's
+// add_guest_options registers exactly these (tests/unit/vmm/cli/guest_options_test.cc).
 std::vector<std::string_view> guest_visible_options();
 
 // `drive_sizes[i]`: --drive i's size in bytes when the snapshot was taken.

@@ -10,7 +10,7 @@
 
 #include <toml++/toml.h>
 
-#include "vmm/cli/size_parser.h"
+#include "vmm/machine/size_parser.h"
 
 namespace minivmm::testrun {
 namespace {

@@ -1,4 +1,4 @@
-#include "vmm/cli/size_parser.h"
+#include "vmm/machine/size_parser.h"
 
 #include <gtest/gtest.h>
 
