@@ -14,8 +14,8 @@ using devices::StateReader;
 using devices::StateWriter;
 using Kind = GuestOption::Kind;
 
-constexpr std::size_t kMaxText = 4096;
-constexpr std::size_t kMaxList = 64;
+constexpr std::size_t kMaxMaskName = 4096;
+constexpr std::size_t kMaxMasks = 64;
 
 // --- A field of Config by member pointer: compared and copied the same way for every row.
 
@@ -122,9 +122,9 @@ void save_cpuid_mask(const GuestOption&, StateWriter& out, const Config& c) {
 
 void load_cpuid_mask(const GuestOption&, StateReader& in, Config& c) {
   const std::uint32_t masks = in.u32();
-  if (masks > kMaxList) in.fail(std::to_string(masks) + " CPUID masks");
+  if (masks > kMaxMasks) in.fail(std::to_string(masks) + " CPUID masks");
   for (std::uint32_t i = 0; i < masks; ++i) {
-    std::string name = in.text(kMaxText);
+    std::string name = in.text(kMaxMaskName);
     // The names this minivmm writes are the ones --cpuid-mask takes: anything else is not a
     // snapshot of it (and the name is quoted on one line, whatever bytes it holds).
     if (!known_feature(name)) in.fail("an unknown CPUID feature '" + one_line(name) + "'");
