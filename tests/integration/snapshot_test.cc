@@ -73,7 +73,14 @@ TEST_P(BootSnapshotTickTest, RestoredGuestReachesItsLastTickExact) {
   // Two seconds on disk: a restore that replayed them would owe the guest 500 ticks at once.
   std::this_thread::sleep_for(2s);
 
+  const auto mono_ns = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  const std::int64_t before_ns = mono_ns();
   const RunResult restored = run_minivmm({"run", "--restore", file, "--no-console-input"});
+  const std::int64_t after_ns = mono_ns();
   const RunResult plain = finish_minivmm(normal);
   ::unlink(file.c_str());
   ASSERT_EQ(plain.exit_code, kGuestSuccess) << plain.err;
@@ -82,6 +89,11 @@ TEST_P(BootSnapshotTickTest, RestoredGuestReachesItsLastTickExact) {
   EXPECT_FALSE(has(restored.out, "tick 500\n")) << "the restored guest started over";
   EXPECT_TRUE(has(restored.out, "tick 750")) << restored.out;
   ASSERT_TRUE(restored.stats.has_value());
+  // The resume's instant is on the clock this process reads (CLOCK_MONOTONIC), inside the run.
+  const auto& resumed = (*restored.stats)["snapshot"]["resumed_monotonic_ns"];
+  ASSERT_TRUE(resumed.is_number()) << restored.stats->dump();
+  EXPECT_GT(resumed.get<std::int64_t>(), before_ns);
+  EXPECT_LT(resumed.get<std::int64_t>(), after_ns);
   const auto& guest = (*restored.stats)["guest"];
   if (guest.contains("ticks_lost") && guest["ticks_lost"].is_number()) {
     EXPECT_EQ(guest["ticks_lost"].get<std::uint64_t>(), 0u) << guest.dump();

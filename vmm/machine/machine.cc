@@ -450,6 +450,9 @@ int Machine::run() {
     resume();
     snap_.phases.emplace_back("resume", ms_since(t));
     snap_.restore_ms = ms_since(snap_.constructed_at);
+    snap_.resumed_monotonic_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::steady_clock::now().time_since_epoch())
+                                     .count();
   }
   if (!loop_->loop->run()) {
     log::error("main loop failed: {}", std::strerror(errno));

@@ -192,6 +192,9 @@ RunReport Machine::collect_report() const {
   r.snapshot = {{"restored", snap_.restored},
                 {"restore_ms", opt_ms(snap_.restore_ms)},
                 {"restore_phases", restore_phases_json()},
+                {"resumed_monotonic_ns", snap_.resumed_monotonic_ns >= 0
+                                             ? nlohmann::json(snap_.resumed_monotonic_ns)
+                                             : nlohmann::json(nullptr)},
                 {"resets", snap_.resets},
                 {"last_reset_ms", opt_ms(snap_.last_reset_ms)},
                 {"reset_pages_dropped", snap_.reset_pages_dropped},
