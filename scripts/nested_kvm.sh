@@ -164,11 +164,29 @@ echo "nested_kvm.sh: booting $kver with kvm-amd under QEMU TCG ($smp CPUs, $mem,
 # The watchdog: each heartbeat lands in $job/heartbeat (the second serial port); a machine
 # without one for $frozen_after s is killed (only this run's QEMU: its command line names $job).
 : >"$job/heartbeat"
+# Two more ends it watches for. The job's status written and the machine still up a minute
+# later: its power-off hung (seen in a fresh-clone run on 2026-12-04: "soft lockup - CPU#1
+# stuck" in `poweroff`, after a nested guest had stalled on that CPU), so it is killed and the
+# job's status stands. The nested kernel's own soft lockup before the job ended: a CPU stuck in
+# the emulated machine, an emulator fault like a freeze.
 (
+  done_at=0
   while sleep 10; do
+    now=$(date +%s)
     last=$(stat -c %Y "$job/heartbeat" 2>/dev/null || echo 0)
-    if (($(date +%s) - last > frozen_after)); then
-      echo "$(($(date +%s) - last))" >"$job/frozen"
+    if [[ -f $job/status ]]; then
+      ((done_at > 0)) || done_at=$now
+      if ((now - done_at > 60)); then
+        echo "$((now - done_at))" >"$job/poweroff-hung"
+        pkill -KILL -f "^qemu-system-x86_64 .*nested_job=$job" || true
+        exit 0
+      fi
+    elif grep -qE '^\[ *[0-9.]+\] watchdog: BUG: soft lockup' "$job/console" 2>/dev/null; then
+      grep -m1 -oE 'watchdog: BUG: soft lockup.*' "$job/console" >"$job/lockup"
+      pkill -KILL -f "^qemu-system-x86_64 .*nested_job=$job" || true
+      exit 0
+    elif ((now - last > frozen_after)); then
+      echo "$((now - last))" >"$job/frozen"
       pkill -KILL -f "^qemu-system-x86_64 .*nested_job=$job" || true
       exit 0
     fi
@@ -188,6 +206,16 @@ qemu_status=${PIPESTATUS[0]}
 kill "$watchdog" 2>/dev/null
 wait "$watchdog" 2>/dev/null
 set -e
+if [[ -f $job/poweroff-hung ]]; then
+  echo "nested_kvm.sh: the job ended with status $(cat "$job/status"); the nested machine then" \
+       "did not power off in $(cat "$job/poweroff-hung") s and was killed (docs/nested-kvm.md)" >&2
+  exit "$(cat "$job/status")"
+fi
+if [[ -f $job/lockup ]]; then
+  echo "nested_kvm.sh: the nested machine's kernel reported '$(cat "$job/lockup")' after" \
+       "$((SECONDS - started)) s of the job (QEMU's TCG, not the job: docs/nested-kvm.md)" >&2
+  exit 126
+fi
 if [[ -f $job/frozen ]]; then
   echo "nested_kvm.sh: the nested machine froze: no heartbeat for $(cat "$job/frozen") s, after" \
        "$((SECONDS - started)) s of the job (QEMU's TCG stopped it, not the job: docs/nested-kvm.md)" >&2
