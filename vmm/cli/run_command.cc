@@ -9,6 +9,7 @@
 #include "devices/log/log.h"
 #include "vmm/exit_code.h"
 #include "vmm/host/output_file.h"
+#include "vmm/kvm/kvm.h"
 #include "vmm/machine/machine.h"
 #include "vmm/machine/snapshot_config.h"
 #include "vmm/snapshot/snapshot_file.h"
@@ -133,6 +134,9 @@ int run_machine(RunOptions& o, const SnapshotFile* snapshot) {
 
 int run_command(RunOptions& o) {
   if (const auto code = build_run_config(o)) return *code;
+  // The command line holds together: KVM's CPUID answer comes on a thread while the snapshot
+  // is opened and the machine set up (vmm/kvm/kvm.h).
+  prefetch_supported_cpuid();
   std::optional<SnapshotFile> snapshot;
   if (o.gave("--restore")) {
     if (const auto code = open_snapshot(o, snapshot)) return *code;

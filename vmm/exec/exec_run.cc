@@ -19,6 +19,7 @@
 #include "vmm/exec/kernel_version.h"
 #include "vmm/exec/module_set.h"
 #include "vmm/host/output_file.h"
+#include "vmm/kvm/kvm.h"
 #include "vmm/machine/machine.h"
 #include "vmm/machine/virtio_mmio_devices.h"
 #include "vmm/vmm_error.h"
@@ -192,6 +193,8 @@ int run_exec(const ExecOptions& o) {
   }
   auto modules = resolve_modules(modules_dir, wanted_modules(), why);
   if (!modules) return exec_say(kExecSetupFailed, why);
+  // KVM's CPUID answer on a thread while the initramfs is made (vmm/kvm/kvm.h).
+  prefetch_supported_cpuid();
   InitramfsInputs in{*release, modules_dir, std::move(*modules), exec_init_image(), o.cache_dir};
   const auto initramfs = make_initramfs(in, why);
   if (!initramfs) return exec_say(kExecSetupFailed, why);
