@@ -113,6 +113,12 @@ BlockFile::~BlockFile() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+void BlockFile::unlock() noexcept {
+  // A flock() lock belongs to the open file, so LOCK_UN here releases it for every reference
+  // to that file, the ring's among them.
+  if (fd_ >= 0) ::flock(fd_, LOCK_UN);
+}
+
 bool BlockFile::transfer(bool is_write, std::uint64_t offset, std::span<const iovec> iov) noexcept {
   // A private copy: a short transfer advances through it.
   std::vector<iovec> rest(iov.begin(), iov.end());

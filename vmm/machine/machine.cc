@@ -491,6 +491,7 @@ void Machine::finish() {
   }
   board_->uart().flush();
   virtio_->flush_console();
+  virtio_->release_drives();
   console_input_.reset();  // restores the terminal before the summary is printed
   report_ = collect_report();
 }

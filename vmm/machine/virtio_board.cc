@@ -66,6 +66,7 @@ void VirtioBoard::add_disk(const Config& config, VmHandles& vm, std::size_t inde
     });
     ++workers_;
   }
+  disks_.push_back(blk.get());
   devices_->add("blk" + std::to_string(index), std::move(blk));
 }
 
@@ -113,6 +114,18 @@ std::vector<std::pair<std::string, devices::StatefulDevice*>> VirtioBoard::state
 
 void VirtioBoard::quiesce() {
   if (devices_) devices_->quiesce();
+}
+
+void VirtioBoard::release_drives() noexcept {
+  if (disks_.empty()) return;
+  try {
+    quiesce();
+  } catch (const std::exception& e) {
+    log::warn("drives: requests still in flight at the end of the run ({}); their locks go "
+              "with the process", e.what());
+    return;
+  }
+  for (devices::VirtioBlk* d : disks_) d->release_file();
 }
 
 }  // namespace minivmm::vmm

@@ -52,6 +52,11 @@ class VirtioBoard {
   // bound).
   std::vector<std::pair<std::string, devices::StatefulDevice*>> stateful() const;
   void quiesce();
+  // The end of the run: the disks' requests finished (quiesce()), then their locks given up, so
+  // the next VMM on the same disk is not refused while this one's io_uring is freed by the
+  // kernel after the exit (devices/host/block_file.h). A disk whose requests did not finish in
+  // quiesce's bound keeps its lock until the process is gone, with a warning.
+  void release_drives() noexcept;
   void report(nlohmann::json& devices) const;
 
  private:
@@ -65,6 +70,7 @@ class VirtioBoard {
   // Config::output_console_fds: a sink per output-only console (the consoles hold references).
   std::vector<std::unique_ptr<devices::StdoutSink>> output_sinks_;
   std::vector<devices::VirtioConsole*> output_consoles_;  // owned by devices_
+  std::vector<devices::VirtioBlk*> disks_;                 // owned by devices_
   std::size_t workers_ = 0;
   std::size_t ninep_workers_ = 0;
 };

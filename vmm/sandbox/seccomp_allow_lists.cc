@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/kvm.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -170,6 +171,8 @@ SyscallAllowList loop_allow_list(const SeccompFacts& facts) {
   l.allow(SYS_mincore);
   // Kicking vCPUs out of KVM_RUN (pthread_kill: tgkill).
   l.allow(SYS_tgkill);
+  // The drives' locks given up at the end of the run (Machine::release_drives): LOCK_UN only.
+  l.allow_flock(LOCK_UN);
   allow_s3_wake(l, facts);
   if (facts.poll_ppoll) l.allow(SYS_ppoll);
   if (facts.poll_epoll) l.allow({SYS_epoll_wait, SYS_epoll_pwait, SYS_epoll_pwait2, SYS_epoll_ctl});

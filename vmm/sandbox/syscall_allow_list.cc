@@ -29,6 +29,11 @@ SyscallAllowList& SyscallAllowList::allow_fcntl(int cmd) {
   return *this;
 }
 
+SyscallAllowList& SyscallAllowList::allow_flock(int operation) {
+  arg_rules_.insert(ArgRule{SYS_flock, kAnyFd, static_cast<std::uint32_t>(operation)});
+  return *this;
+}
+
 bool SyscallAllowList::allows_with(long nr, int fd, unsigned long arg1) const noexcept {
   const auto a = static_cast<std::uint32_t>(arg1);
   return arg_rules_.count(ArgRule{nr, fd, a}) != 0 || arg_rules_.count(ArgRule{nr, kAnyFd, a}) != 0;

@@ -36,6 +36,8 @@ class SyscallAllowList {
   SyscallAllowList& allow_ioctl(int fd, unsigned long request);
   // fcntl(any fd, cmd, ...) allowed.
   SyscallAllowList& allow_fcntl(int cmd);
+  // flock(any fd, operation) allowed, for that operation only.
+  SyscallAllowList& allow_flock(int operation);
 
   bool allows(long nr) const noexcept { return syscalls_.count(nr) != 0; }
   // As the filter decides: an exact (fd, arg1) rule or an any-fd one.

@@ -99,6 +99,9 @@ class VirtioBlk final : public VirtioDevice {
   // kQuiesceTimeout it throws StateError("virtio-blk: requests still in flight").
   static constexpr std::chrono::seconds kQuiesceTimeout{5};
   void quiesce() override;
+  // The end of the run, after quiesce(): the disk's lock given up now (BlockFile::unlock), so
+  // the next VMM on it is not refused while this one's ring is freed after the exit.
+  void release_file() noexcept { file_.unlock(); }
   // The record checks the disk: the same capacity and read-only flag (device config space),
   // then the counters.
   void save_state(StateWriter& out) const override;

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <linux/kvm.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -79,6 +80,16 @@ TEST(SeccompAllowListsTest, TheLoopMayPutVcpusToSleepAndWakeThemWithoutASocket) 
     EXPECT_FALSE(loop.allows_ioctl(kVmFd, req)) << req;
   }
   EXPECT_FALSE(loop.allows_ioctl(kVcpuFd, KVM_RUN));
+}
+
+// The loop gives up the drives' locks at the end of a run (Machine::release_drives), and may take
+// or change none.
+TEST(SeccompAllowListsTest, TheLoopMayOnlyUnlockAFile) {
+  const SyscallAllowList loop = loop_allow_list(facts());
+  EXPECT_TRUE(loop.allows_with(SYS_flock, 9, LOCK_UN));
+  EXPECT_FALSE(loop.allows_with(SYS_flock, 9, LOCK_EX));
+  EXPECT_FALSE(loop.allows_with(SYS_flock, 9, LOCK_SH | LOCK_NB));
+  EXPECT_FALSE(loop.allows(SYS_flock));
 }
 
 // KVM_RUN belongs to the vCPU thread, on its own fd: not another vCPU's, not the VM's, and no
